@@ -1,0 +1,276 @@
+//! The `ctxprune` command-line tool. See `ctxprune --help`.
+
+use clap::{Parser, Subcommand};
+use ctxprune::select::{select, Inputs, Method, Mode, SelectConfig};
+use ctxprune::{io, Backend, BackendChoice, Error, Result};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "ctxprune",
+    version,
+    about = "Decide what enters an LLM research agent's context."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Score and select candidates by marginal value; prints one JSON object.
+    Select(SelectArgs),
+    /// Run every capability on a built-in seeded synthetic pool and print a table.
+    Demo,
+}
+
+#[derive(clap::Args)]
+struct SelectArgs {
+    /// Scorer: mmr, grn, centroid, dpp, coverage, hybrid or lexical.
+    #[arg(long)]
+    method: String,
+    /// Pool embeddings: .npy (2-D), .safetensors[:NAME] or .jsonl ({"embedding", "tokens", "text"}).
+    /// Not needed by lexical when --texts is given.
+    #[arg(long)]
+    embeddings: Option<String>,
+    /// Query embedding: .npy of shape (d,) or (1, d), or a JSON array.
+    #[arg(long)]
+    query: Option<PathBuf>,
+    /// Pool texts as JSON lines with "text" (and optionally "tokens"), one per row.
+    #[arg(long)]
+    texts: Option<PathBuf>,
+    /// Query text (lexical).
+    #[arg(long)]
+    query_text: Option<String>,
+    /// Token cost per row: 1-D .npy or a JSON array. By default the "tokens" field of the
+    /// JSON-lines input when every row has one.
+    #[arg(long)]
+    costs: Option<PathBuf>,
+    /// Item budget.
+    #[arg(long)]
+    k: Option<usize>,
+    /// Token budget over the selected items.
+    #[arg(long)]
+    token_budget: Option<f64>,
+    /// greedy (budgeted selection) or gate (keep if V >= threshold against --retained).
+    #[arg(long, default_value = "greedy")]
+    mode: String,
+    /// Keep threshold tau (gate default: the paper's).
+    #[arg(long, allow_hyphen_values = true)]
+    threshold: Option<f64>,
+    /// Rows already in the context, comma-separated, in the order they were added.
+    #[arg(long)]
+    retained: Option<String>,
+    /// MMR / lexical lambda in [0, 1].
+    #[arg(long)]
+    lambda: Option<f64>,
+    /// Hybrid alpha,beta,gamma (signed) or lexical w_tfidf,w_jaccard.
+    #[arg(long, allow_hyphen_values = true)]
+    weights: Option<String>,
+    /// Use the paper's operating point (App. B Table 5) for every option not given.
+    #[arg(long)]
+    preset: Option<String>,
+    /// auto, cpu or cuda.
+    #[arg(long, default_value = "auto")]
+    backend: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Select(a) => run_select(a),
+        Cmd::Demo => ctxprune::demo::run().map(|t| print!("{t}")),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn parse_list<T: std::str::FromStr>(s: &str, flag: &str) -> Result<Vec<T>> {
+    s.split(',')
+        .enumerate()
+        .map(|(i, x)| {
+            x.trim().parse().map_err(|_| {
+                Error::invalid(
+                    flag,
+                    format!("element {i} ('{}') is not a valid number", x.trim()),
+                )
+            })
+        })
+        .collect()
+}
+
+fn run_select(a: SelectArgs) -> Result<()> {
+    let method: Method = a.method.parse()?;
+    let mode: Mode = a.mode.parse()?;
+    let choice: BackendChoice = a.backend.parse()?;
+    let backend = Backend::choose(choice)?;
+    if let Some(r) = &backend.reason {
+        eprintln!("note: backend auto: running on the CPU ({r})");
+    }
+    let mut cfg = SelectConfig::new(method).mode(mode);
+    match a.preset.as_deref() {
+        None => {}
+        Some("paper") => cfg = cfg.paper_preset(true),
+        Some(p) => {
+            return Err(Error::invalid(
+                "--preset",
+                format!("unknown preset '{p}' (paper)"),
+            ))
+        }
+    }
+    if let Some(k) = a.k {
+        cfg = cfg.k(k);
+    }
+    if let Some(t) = a.token_budget {
+        cfg = cfg.token_budget(t);
+    }
+    if let Some(t) = a.threshold {
+        cfg = cfg.threshold(t);
+    }
+    if let Some(l) = a.lambda {
+        cfg = cfg.lambda(l);
+    }
+    if let Some(w) = &a.weights {
+        let w: Vec<f64> = parse_list(w, "--weights")?;
+        cfg = match (method, w.as_slice()) {
+            (Method::Lexical, &[t, j]) => cfg.lexical_weights([t, j]),
+            (Method::Hybrid, &[x, y, z]) => cfg.weights([x, y, z]),
+            (Method::Lexical, _) => {
+                return Err(Error::invalid(
+                    "--weights",
+                    "lexical takes two weights: w_tfidf,w_jaccard",
+                ))
+            }
+            (Method::Hybrid, _) => {
+                return Err(Error::invalid(
+                    "--weights",
+                    "hybrid takes three weights: alpha,beta,gamma",
+                ))
+            }
+            _ => {
+                return Err(Error::invalid(
+                    "--weights",
+                    format!("{} takes no weights", method.name()),
+                ))
+            }
+        };
+    }
+    let retained: Vec<usize> = match &a.retained {
+        Some(r) if !r.trim().is_empty() => parse_list(r, "--retained")?,
+        _ => Vec::new(),
+    };
+
+    // ---- file I/O ----
+    let loaded = match &a.embeddings {
+        Some(p) => Some(io::load_embeddings(p)?),
+        None if method == Method::Lexical => None,
+        None => {
+            return Err(Error::invalid(
+                "--embeddings",
+                format!("{} needs --embeddings", method.name()),
+            ))
+        }
+    };
+    let query = a.query.as_deref().map(io::load_query).transpose()?;
+    let (text_file_texts, text_file_tokens) = match &a.texts {
+        Some(p) => {
+            let (t, k) = load_texts(p)?;
+            (Some(t), k)
+        }
+        None => (None, None),
+    };
+    let texts = text_file_texts.or_else(|| loaded.as_ref().and_then(|l| l.texts.clone()));
+    let costs = match &a.costs {
+        Some(p) => Some(io::load_costs(p)?),
+        None => text_file_tokens.or_else(|| loaded.as_ref().and_then(|l| l.tokens.clone())),
+    };
+    if method == Method::Lexical && texts.is_none() {
+        return Err(Error::invalid(
+            "--texts",
+            "lexical needs texts (--texts FILE.jsonl, or \"text\" in the embeddings JSON lines)",
+        ));
+    }
+    if method.name() != "lexical"
+        && matches!(method, Method::Mmr | Method::Dpp | Method::Hybrid)
+        && query.is_none()
+    {
+        return Err(Error::invalid(
+            "--query",
+            format!("{} needs --query FILE.npy", method.name()),
+        ));
+    }
+    let inp = Inputs {
+        embeddings: loaded.as_ref().map(|l| &l.embeddings),
+        query: query.as_deref(),
+        texts: texts.as_deref(),
+        query_text: a.query_text.as_deref(),
+        costs: costs.as_deref(),
+        retained: &retained,
+    };
+
+    // ---- selection (timed) ----
+    let t = std::time::Instant::now();
+    let sel = select(&cfg, &inp)?;
+    let elapsed_ms = t.elapsed().as_secs_f64() * 1e3;
+    for n in &sel.notes {
+        eprintln!("note: {n}");
+    }
+    let mut out = serde_json::json!({
+        "method": method.name(),
+        "mode": mode.name(),
+        "selected": sel.selected,
+        "gains": sel.gains,
+        "backend": backend.backend.name(),
+        "elapsed_ms": elapsed_ms,
+    });
+    if let Some(s) = sel.stop {
+        out["stopped_by"] = s.as_str().into();
+    }
+    if let Some(t) = sel.threshold {
+        out["threshold"] = t.into();
+    }
+    if costs.is_some() {
+        out["tokens"] = sel.tokens_selected.into();
+    }
+    println!("{out}");
+    Ok(())
+}
+
+/// Reads JSON lines with "text" (required) and "tokens" (optional, used when every line
+/// has it).
+fn load_texts(p: &std::path::Path) -> Result<(Vec<String>, Option<Vec<f64>>)> {
+    let s = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+    let (mut texts, mut tokens) = (Vec::new(), Some(Vec::new()));
+    for (ln, line) in s.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = |m: String| Error::format(p, format!("line {}: {m}", ln + 1));
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| at(format!("invalid JSON: {e}")))?;
+        let t = v
+            .get("text")
+            .and_then(|t| t.as_str())
+            .ok_or_else(|| at("missing \"text\" (a string)".into()))?;
+        texts.push(t.to_string());
+        match v.get("tokens").map(|t| t.as_f64()) {
+            Some(Some(k)) => {
+                if let Some(v) = tokens.as_mut() {
+                    v.push(k)
+                }
+            }
+            Some(None) => return Err(at("\"tokens\" is not a number".into())),
+            None => tokens = None,
+        }
+    }
+    if texts.is_empty() {
+        return Err(Error::format(p, "no rows"));
+    }
+    Ok((texts, tokens))
+}

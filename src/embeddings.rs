@@ -1,0 +1,231 @@
+//! A validated embedding matrix: rows are items, `f32`, row-major.
+//!
+//! Construction checks the shape and that every value is finite; [`Embeddings::normalize`]
+//! makes every row unit length and refuses zero rows. Errors name the source (a file
+//! name or a role such as "query"), the row and the column.
+
+use crate::error::{Error, Result};
+
+/// An `rows × dim` matrix of `f32`, row-major, every value finite.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Embeddings {
+    rows: usize,
+    dim: usize,
+    data: Vec<f32>,
+    unit: bool,
+    source: String,
+}
+
+impl Embeddings {
+    /// Wraps `data` (row-major, `rows * dim` values) after checking its length and that
+    /// every value is finite. `source` names the matrix in error messages.
+    pub fn new(rows: usize, dim: usize, data: Vec<f32>, source: impl Into<String>) -> Result<Self> {
+        let source = source.into();
+        if dim == 0 {
+            return Err(Error::invalid(&source, "embedding dimension is 0"));
+        }
+        if data.len() != rows * dim {
+            return Err(Error::invalid(
+                &source,
+                format!("{} values do not fill {rows} rows of dimension {dim}", data.len()),
+            ));
+        }
+        if let Some(pos) = data.iter().position(|v| !v.is_finite()) {
+            return Err(Error::NonFinite {
+                source_name: source,
+                row: pos / dim,
+                col: pos % dim,
+                value: data[pos],
+            });
+        }
+        Ok(Embeddings {
+            rows,
+            dim,
+            data,
+            unit: false,
+            source,
+        })
+    }
+
+    /// Builds the matrix from rows of equal length; a ragged row is an error naming it.
+    pub fn from_rows<R: AsRef<[f32]>>(rows: &[R], source: impl Into<String>) -> Result<Self> {
+        let source = source.into();
+        let first = rows.first().ok_or_else(|| Error::Empty(source.clone()))?;
+        let dim = first.as_ref().len();
+        let mut data = Vec::with_capacity(rows.len() * dim);
+        for (i, r) in rows.iter().enumerate() {
+            let r = r.as_ref();
+            if r.len() != dim {
+                return Err(Error::invalid(
+                    &source,
+                    format!("row {i} has {} values, row 0 has {dim} (ragged rows)", r.len()),
+                ));
+            }
+            data.extend_from_slice(r);
+        }
+        Embeddings::new(rows.len(), dim, data, source)
+    }
+
+    /// Number of rows (items).
+    #[must_use]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Embedding dimension.
+    #[must_use]
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// True when there are no rows.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Row `i`. Panics if `i >= rows()` (an internal indexing contract, not user input).
+    #[must_use]
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// The whole matrix, row-major.
+    #[must_use]
+    pub fn as_slice(&self) -> &[f32] {
+        &self.data
+    }
+
+    /// Consumes the matrix, returning its row-major values.
+    #[must_use]
+    pub fn into_vec(self) -> Vec<f32> {
+        self.data
+    }
+
+    /// The name used in error messages.
+    #[must_use]
+    pub fn source_name(&self) -> &str {
+        &self.source
+    }
+
+    /// True once [`normalize`](Self::normalize) has run (or the rows were checked unit).
+    #[must_use]
+    pub fn is_unit(&self) -> bool {
+        self.unit
+    }
+
+    /// Scales every row to unit Euclidean length, in place. A zero row is an error that
+    /// names it; the matrix is unchanged in that case.
+    pub fn normalize(&mut self) -> Result<()> {
+        if self.unit {
+            return Ok(());
+        }
+        let dim = self.dim;
+        if let Some(row) = self
+            .data
+            .chunks_exact(dim)
+            .position(|r| r.iter().all(|&v| v == 0.0))
+        {
+            return Err(Error::ZeroNorm {
+                source_name: self.source.clone(),
+                row,
+            });
+        }
+        for r in self.data.chunks_exact_mut(dim) {
+            // f64 accumulation: the norm of a 1024-d row in f32 loses ~3 digits.
+            let n = r.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt();
+            let inv = (1.0 / n) as f32;
+            r.iter_mut().for_each(|v| *v *= inv);
+        }
+        self.unit = true;
+        Ok(())
+    }
+
+    /// `1 / ‖row_i‖` for every row, in `f64` (exact norms of the `f32` rows). A zero row
+    /// is an error naming it. Selectors use these to take cosines without copying or
+    /// normalising the matrix.
+    pub fn inv_norms(&self) -> Result<Vec<f64>> {
+        use rayon::prelude::*;
+        let inv: Vec<f64> = self
+            .data
+            .par_chunks_exact(self.dim)
+            .map(|r| 1.0 / crate::backend::cpu::dot(r, r).sqrt())
+            .collect();
+        if let Some(row) = inv.iter().position(|v| !v.is_finite()) {
+            return Err(Error::ZeroNorm {
+                source_name: self.source.clone(),
+                row,
+            });
+        }
+        Ok(inv)
+    }
+
+    /// A unit-normalised copy (see [`normalize`](Self::normalize)).
+    pub fn normalized(&self) -> Result<Self> {
+        let mut e = self.clone();
+        e.normalize()?;
+        Ok(e)
+    }
+
+    /// Checks that `other` has this matrix's dimension; `what` names the pair.
+    pub fn check_dim(&self, other: usize, what: &str) -> Result<()> {
+        if other != self.dim {
+            return Err(Error::DimensionMismatch {
+                what: what.to_string(),
+                expected: self.dim,
+                got: other,
+            });
+        }
+        Ok(())
+    }
+
+    /// The rows `idx`, in that order, as a new matrix.
+    pub fn select_rows(&self, idx: &[usize]) -> Result<Self> {
+        let mut data = Vec::with_capacity(idx.len() * self.dim);
+        for &i in idx {
+            if i >= self.rows {
+                return Err(Error::invalid(
+                    &self.source,
+                    format!("row index {i} out of range ({} rows)", self.rows),
+                ));
+            }
+            data.extend_from_slice(self.row(i));
+        }
+        let mut e = Embeddings::new(idx.len(), self.dim, data, self.source.clone())?;
+        e.unit = self.unit;
+        Ok(e)
+    }
+}
+
+/// Validates a single vector (a query) and returns it unit-normalised.
+pub fn unit_vector(v: &[f32], source: &str) -> Result<Vec<f32>> {
+    let mut e = Embeddings::new(1, v.len(), v.to_vec(), source)?;
+    e.normalize()?;
+    Ok(e.into_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_nan_ragged_zero_and_names_the_row() {
+        let e = Embeddings::new(2, 2, vec![1.0, 0.0, f32::NAN, 1.0], "x.npy").unwrap_err();
+        assert!(e.to_string().contains("row 1, column 0"), "{e}");
+        let e = Embeddings::from_rows(&[vec![1.0, 2.0], vec![1.0]], "r").unwrap_err();
+        assert!(e.to_string().contains("row 1 has 1 values"), "{e}");
+        let mut z = Embeddings::new(2, 2, vec![1.0, 1.0, 0.0, 0.0], "z").unwrap();
+        let e = z.normalize().unwrap_err();
+        assert!(e.to_string().contains("row 1 has zero norm"), "{e}");
+        assert!(Embeddings::from_rows::<Vec<f32>>(&[], "empty").is_err());
+    }
+
+    #[test]
+    fn normalize_gives_unit_rows() {
+        let mut e = Embeddings::new(2, 3, vec![3.0, 4.0, 0.0, 0.0, -2.0, 0.0], "a").unwrap();
+        e.normalize().unwrap();
+        assert_eq!(e.row(0), &[0.6, 0.8, 0.0]);
+        assert_eq!(e.row(1), &[0.0, -1.0, 0.0]);
+        assert!(e.is_unit());
+    }
+}

@@ -1,0 +1,38 @@
+//! # ctxprune
+//!
+//! Decides what enters an LLM research agent's context, and does it fast.
+//!
+//! The map of the crate:
+//! - [`embeddings`]: the validated embedding matrix every selector reads.
+//! - [`similarity`]: cosine / vMF / RBF / Matérn-5/2 kernels, the median-heuristic
+//!   bandwidth, symmetric and batched Gram blocks (SPEC §3).
+//! - [`select`]: marginal-value scorers and selectors — MMR, GRN, centroid drift, DPP,
+//!   submodular coverage, hybrid, lexical — in gating and greedy modes (SPEC §1).
+//! - [`backend`]: the backend boundary (CPU reference primitives; CUDA detection).
+//! - [`io`]: `.npy`, safetensors and JSON-lines loaders with errors that name the row.
+//! - [`demo`]: the built-in seeded synthetic pool behind `ctxprune demo`.
+//!
+//! ```
+//! use ctxprune::{Embeddings, select::{select, Inputs, Method, Mode, SelectConfig}};
+//! // Three documents; keep the ones whose GRN novelty against row 0 is at least 0.5.
+//! let e = Embeddings::new(3, 2, vec![1.0, 0.0, 0.9, 0.1, 0.0, 1.0], "docs")?;
+//! let cfg = SelectConfig::new(Method::Grn).mode(Mode::Gate).threshold(0.5);
+//! let sel = select(&cfg, &Inputs { embeddings: Some(&e), retained: &[0], ..Inputs::default() })?;
+//! assert_eq!(sel.selected, vec![2]);
+//! # Ok::<(), ctxprune::Error>(())
+//! ```
+#![deny(missing_docs)]
+#![cfg_attr(not(feature = "cuda"), forbid(unsafe_code))]
+
+pub mod backend;
+pub mod demo;
+pub mod embeddings;
+pub mod error;
+pub mod io;
+pub mod rng;
+pub mod select;
+pub mod similarity;
+
+pub use backend::{Backend, BackendChoice};
+pub use embeddings::Embeddings;
+pub use error::{Error, Result};

@@ -1,0 +1,607 @@
+//! Marginal-value scoring and selection (marginal-value-pruning.txt §3, §5, App. B;
+//! SPEC §1).
+//!
+//! Seven scorers answer `V(x | C, Q)` for a candidate `x`, a retained set `C` and a query:
+//! MMR, geometric residual novelty (GRN), centroid drift, DPP determinant ratios,
+//! submodular coverage per token, the hybrid, and lexical MMR. Each is used two ways:
+//!
+//! - [`Mode::Gate`]: score every candidate against a fixed retained set and keep those
+//!   with `V >= tau` (Post-Retrieval pruning, Algorithm 1 line 11);
+//! - [`Mode::Greedy`]: add the best candidate, update incrementally, repeat until an item
+//!   budget `k`, a token budget, the threshold, or the scorer's own "no gain left" stops
+//!   it (Pre-Retrieval and Pre-Synthesis).
+//!
+//! Ties always go to the lower index. Stopping rules: DPP and GRN stop when the best
+//! squared residual is below [`presets::RESIDUAL_EPS`]; centroid drift stops when no
+//! candidate has positive gain; MMR, lexical MMR and the hybrid are scores rather than
+//! gains (they can be negative) and stop only on budgets or the threshold; coverage keeps
+//! adding zero-gain items while they fit unless an item cap stops it (SPEC §1). Under a
+//! token budget every scorer takes the best candidate that still fits.
+//!
+//! ```
+//! use ctxprune::{Embeddings, select::{select, Inputs, Method, SelectConfig}};
+//! let e = Embeddings::new(3, 2, vec![1.0, 0.0, 0.99, 0.1, 0.0, 1.0], "docs")?;
+//! let q = [1.0f32, 0.2];
+//! let cfg = SelectConfig::new(Method::Mmr).k(2);
+//! let sel = select(&cfg, &Inputs { embeddings: Some(&e), query: Some(&q), ..Inputs::default() })?;
+//! assert_eq!(sel.selected, vec![0, 2]); // the near-duplicate of 0 loses to the new direction
+//! # Ok::<(), ctxprune::Error>(())
+//! ```
+
+mod coverage;
+mod driver;
+pub mod lexical;
+pub mod presets;
+mod scorers;
+
+pub use driver::Stop;
+
+use crate::embeddings::Embeddings;
+use crate::error::{Error, Result};
+use driver::{Limits, Scorer};
+use scorers::{Centroid, Dense, Dpp, Grn, Hybrid, Mmr};
+
+/// The scorers of SPEC §1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// Maximal marginal relevance.
+    Mmr,
+    /// Geometric residual novelty.
+    Grn,
+    /// Centroid drift.
+    Centroid,
+    /// DPP determinant ratio.
+    Dpp,
+    /// Submodular (facility-location) coverage per token.
+    Coverage,
+    /// Combined / hybrid: relevance + GRN + coverage.
+    Hybrid,
+    /// MMR over lexical similarity (TF-IDF cosine + bigram Jaccard).
+    Lexical,
+}
+
+impl Method {
+    /// Every method, in the order the demo shows them.
+    pub const ALL: [Method; 7] = [
+        Method::Mmr,
+        Method::Grn,
+        Method::Centroid,
+        Method::Dpp,
+        Method::Coverage,
+        Method::Hybrid,
+        Method::Lexical,
+    ];
+
+    /// The CLI name.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Mmr => "mmr",
+            Method::Grn => "grn",
+            Method::Centroid => "centroid",
+            Method::Dpp => "dpp",
+            Method::Coverage => "coverage",
+            Method::Hybrid => "hybrid",
+            Method::Lexical => "lexical",
+        }
+    }
+
+    /// The published operating point (App. B Table 5; SPEC §1).
+    #[must_use]
+    pub fn preset(self) -> Preset {
+        use presets::*;
+        let base = Preset {
+            lambda: None,
+            tau: None,
+            max_items: None,
+            weights: None,
+        };
+        match self {
+            Method::Mmr => Preset {
+                lambda: Some(MMR_LAMBDA),
+                tau: Some(MMR_TAU),
+                max_items: Some(MMR_MAX_ITEMS),
+                ..base
+            },
+            Method::Grn => Preset {
+                tau: Some(GRN_TAU),
+                ..base
+            },
+            Method::Centroid => Preset {
+                tau: Some(CENTROID_DELTA),
+                ..base
+            },
+            Method::Dpp => Preset {
+                tau: Some(DPP_TAU),
+                max_items: Some(DPP_MAX_ITEMS),
+                ..base
+            },
+            Method::Coverage => Preset {
+                tau: Some(COVERAGE_TAU),
+                ..base
+            },
+            Method::Hybrid => Preset {
+                weights: Some(HYBRID_WEIGHTS),
+                ..base
+            },
+            Method::Lexical => Preset {
+                lambda: Some(LEXICAL_LAMBDA),
+                tau: Some(LEXICAL_TAU),
+                ..base
+            },
+        }
+    }
+
+    fn needs_query(self) -> bool {
+        matches!(self, Method::Mmr | Method::Dpp | Method::Hybrid)
+    }
+}
+
+impl std::str::FromStr for Method {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "mmr" => Method::Mmr,
+            "grn" => Method::Grn,
+            "centroid" | "cd" => Method::Centroid,
+            "dpp" => Method::Dpp,
+            "coverage" | "sc" | "submodular" => Method::Coverage,
+            "hybrid" | "combined" => Method::Hybrid,
+            "lexical" => Method::Lexical,
+            _ => {
+                return Err(Error::invalid(
+                    "method",
+                    format!("unknown method '{s}' (mmr, grn, centroid, dpp, coverage, hybrid, lexical)"),
+                ))
+            }
+        })
+    }
+}
+
+/// A published operating point; `None` where the paper gives none.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Preset {
+    /// MMR / lexical trade-off.
+    pub lambda: Option<f64>,
+    /// Keep threshold.
+    pub tau: Option<f64>,
+    /// Item cap.
+    pub max_items: Option<usize>,
+    /// Hybrid weights.
+    pub weights: Option<[f64; 3]>,
+}
+
+/// Gating or greedy selection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Incremental greedy selection under budgets.
+    Greedy,
+    /// Score against the retained set; keep if `V >= tau`.
+    Gate,
+}
+
+impl Mode {
+    /// The CLI name.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Greedy => "greedy",
+            Mode::Gate => "gate",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "greedy" => Ok(Mode::Greedy),
+            "gate" => Ok(Mode::Gate),
+            _ => Err(Error::invalid(
+                "mode",
+                format!("unknown mode '{s}' (greedy, gate)"),
+            )),
+        }
+    }
+}
+
+/// How to select. Built with [`SelectConfig::new`] and the setters; every unset option
+/// takes the default its setter names.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelectConfig {
+    method: Method,
+    mode: Mode,
+    lambda: Option<f64>,
+    weights: Option<[f64; 3]>,
+    lexical_weights: Option<[f64; 2]>,
+    threshold: Option<f64>,
+    k: Option<usize>,
+    token_budget: Option<f64>,
+    paper_preset: bool,
+    residual_eps: f64,
+    coverage_dense_max: usize,
+    coverage_knn: usize,
+    eager_only: bool,
+}
+
+impl SelectConfig {
+    /// Greedy selection with `method` and its default parameters.
+    #[must_use]
+    pub fn new(method: Method) -> Self {
+        SelectConfig {
+            method,
+            mode: Mode::Greedy,
+            lambda: None,
+            weights: None,
+            lexical_weights: None,
+            threshold: None,
+            k: None,
+            token_budget: None,
+            paper_preset: false,
+            residual_eps: presets::RESIDUAL_EPS,
+            coverage_dense_max: presets::COVERAGE_DENSE_MAX,
+            coverage_knn: presets::COVERAGE_KNN,
+            eager_only: false,
+        }
+    }
+    /// Gate or greedy. By default, greedy.
+    #[must_use]
+    pub fn mode(mut self, m: Mode) -> Self {
+        self.mode = m;
+        self
+    }
+    /// MMR / lexical `lambda` in `[0, 1]`. By default, the paper's (0.35; lexical 0.6).
+    #[must_use]
+    pub fn lambda(mut self, l: f64) -> Self {
+        self.lambda = Some(l);
+        self
+    }
+    /// Hybrid `(alpha, beta, gamma)`, plain signed numbers. By default (0.40, 0.30, 0.30).
+    #[must_use]
+    pub fn weights(mut self, w: [f64; 3]) -> Self {
+        self.weights = Some(w);
+        self
+    }
+    /// Lexical `(w_tfidf, w_jaccard)`. By default (0.5, 0.5).
+    #[must_use]
+    pub fn lexical_weights(mut self, w: [f64; 2]) -> Self {
+        self.lexical_weights = Some(w);
+        self
+    }
+    /// Keep threshold `tau`. By default: gating uses the paper's tau (the hybrid has none
+    /// and needs one); greedy has no threshold unless the paper preset is on.
+    #[must_use]
+    pub fn threshold(mut self, t: f64) -> Self {
+        self.threshold = Some(t);
+        self
+    }
+    /// Item budget. By default, none (the paper's cap with the paper preset).
+    #[must_use]
+    pub fn k(mut self, k: usize) -> Self {
+        self.k = Some(k);
+        self
+    }
+    /// Token budget over the selected items' costs. By default, none.
+    #[must_use]
+    pub fn token_budget(mut self, t: f64) -> Self {
+        self.token_budget = Some(t);
+        self
+    }
+    /// Use the paper's operating point (App. B Table 5) for every option not set
+    /// explicitly: threshold and item cap in greedy mode too. By default, off.
+    #[must_use]
+    pub fn paper_preset(mut self, on: bool) -> Self {
+        self.paper_preset = on;
+        self
+    }
+    /// DPP / GRN stopping threshold on the squared residual. By default 1e-10.
+    #[must_use]
+    pub fn residual_eps(mut self, eps: f64) -> Self {
+        self.residual_eps = eps;
+        self
+    }
+    /// Largest pool for which coverage keeps a dense similarity; above it, a sparse
+    /// k-NN one. By default 8192.
+    #[must_use]
+    pub fn coverage_dense_max(mut self, n: usize) -> Self {
+        self.coverage_dense_max = n;
+        self
+    }
+    /// Neighbours per item of the sparse coverage similarity. By default 64.
+    #[must_use]
+    pub fn coverage_knn(mut self, r: usize) -> Self {
+        self.coverage_knn = r;
+        self
+    }
+    /// Refresh every candidate at every step instead of lazily (same result, slower; the
+    /// reference the lazy path is tested against). By default, off.
+    #[must_use]
+    pub fn eager_only(mut self, on: bool) -> Self {
+        self.eager_only = on;
+        self
+    }
+    /// The method.
+    #[must_use]
+    pub fn method_kind(&self) -> Method {
+        self.method
+    }
+}
+
+/// What to select from. Rows of `embeddings` (or entries of `texts`) are the pool;
+/// `retained` names rows already in the context `C`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Inputs<'a> {
+    /// The pool's embeddings (any norm; cosines divide by the norms). Not needed by lexical.
+    pub embeddings: Option<&'a Embeddings>,
+    /// The query embedding (MMR, DPP and hybrid need it; coverage weighs by it if given).
+    pub query: Option<&'a [f32]>,
+    /// The pool's texts (lexical).
+    pub texts: Option<&'a [String]>,
+    /// The query text (lexical).
+    pub query_text: Option<&'a str>,
+    /// Token cost of every pool item (> 0). By default every item costs 1.
+    pub costs: Option<&'a [f64]>,
+    /// Rows already retained, in the order they were added.
+    pub retained: &'a [usize],
+}
+
+/// The outcome of a selection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Selection {
+    /// The method used.
+    pub method: Method,
+    /// The mode used.
+    pub mode: Mode,
+    /// Greedy: picks in order. Gate: kept candidates in index order.
+    pub selected: Vec<usize>,
+    /// `V(x | C)` of each selected item when it was selected.
+    pub gains: Vec<f64>,
+    /// Why greedy selection stopped (`None` for gating).
+    pub stop: Option<Stop>,
+    /// The threshold in force, if any.
+    pub threshold: Option<f64>,
+    /// Sum of the selected items' costs.
+    pub tokens_selected: f64,
+    /// Things the caller should know (a budget larger than the pool, a sparsified
+    /// similarity, ...), one sentence each.
+    pub notes: Vec<String>,
+}
+
+fn check_finite(name: &str, v: f64) -> Result<()> {
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::invalid(name, format!("must be finite, got {v}")))
+    }
+}
+
+/// Runs `cfg` on `inp`.
+pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
+    let m = cfg.method;
+    let preset = m.preset();
+    // --- validate everything before any work -------------------------------------------
+    let n = match (m, inp.embeddings, inp.texts) {
+        (Method::Lexical, _, Some(t)) => t.len(),
+        (Method::Lexical, _, None) => return Err(Error::invalid("texts", "lexical needs the pool's texts")),
+        (_, Some(e), _) => e.rows(),
+        (_, None, _) => {
+            return Err(Error::invalid(
+                "embeddings",
+                format!("{} needs embeddings", m.name()),
+            ))
+        }
+    };
+    if n == 0 {
+        return Err(Error::Empty("candidate pool".into()));
+    }
+    if let (Some(e), Some(t)) = (inp.embeddings, inp.texts) {
+        if e.rows() != t.len() {
+            return Err(Error::invalid(
+                "texts",
+                format!("{} texts for {} embedding rows", t.len(), e.rows()),
+            ));
+        }
+    }
+    let query = if m == Method::Lexical { None } else { inp.query };
+    if m.needs_query() && query.is_none() {
+        return Err(Error::invalid(
+            "query",
+            format!("{} needs a query embedding", m.name()),
+        ));
+    }
+    if m == Method::Lexical && inp.query_text.is_none() {
+        return Err(Error::invalid("query-text", "lexical needs the query text"));
+    }
+    if let (Some(q), Some(e)) = (query, inp.embeddings) {
+        e.check_dim(q.len(), "query vs embeddings")?;
+        crate::embeddings::unit_vector(q, "query")?; // finite and non-zero
+    }
+    let mut seen = vec![false; n];
+    for (k, &r) in inp.retained.iter().enumerate() {
+        if r >= n {
+            return Err(Error::invalid(
+                format!("retained[{k}]"),
+                format!("index {r} is outside the pool of {n}"),
+            ));
+        }
+        if std::mem::replace(&mut seen[r], true) {
+            return Err(Error::invalid(
+                format!("retained[{k}]"),
+                format!("index {r} is listed twice"),
+            ));
+        }
+    }
+    if let Some(c) = inp.costs {
+        if c.len() != n {
+            return Err(Error::invalid(
+                "costs",
+                format!("{} costs for a pool of {n}", c.len()),
+            ));
+        }
+        if let Some(i) = c.iter().position(|&v| !(v.is_finite() && v > 0.0)) {
+            return Err(Error::invalid(
+                format!("costs[{i}]"),
+                format!("must be finite and > 0, got {}", c[i]),
+            ));
+        }
+    }
+    let lambda = cfg.lambda.or(preset.lambda).unwrap_or(presets::MMR_LAMBDA);
+    if !(0.0..=1.0).contains(&lambda) {
+        return Err(Error::invalid(
+            "lambda",
+            format!("must be in [0, 1], got {lambda}"),
+        ));
+    }
+    let weights = cfg.weights.unwrap_or(presets::HYBRID_WEIGHTS);
+    weights.iter().try_for_each(|&w| check_finite("weights", w))?;
+    let lex_w = cfg.lexical_weights.unwrap_or(presets::LEXICAL_WEIGHTS);
+    lex_w.iter().try_for_each(|&w| check_finite("weights", w))?;
+    if let Some(t) = cfg.threshold {
+        check_finite("threshold", t)?;
+    }
+    if let Some(b) = cfg.token_budget {
+        if !(b.is_finite() && b >= 0.0) {
+            return Err(Error::invalid(
+                "token-budget",
+                format!("must be finite and >= 0, got {b}"),
+            ));
+        }
+        if inp.costs.is_none() {
+            return Err(Error::invalid(
+                "token-budget",
+                "needs token costs (--costs, or \"tokens\" in the texts file)",
+            ));
+        }
+    }
+    if !(cfg.residual_eps.is_finite() && cfg.residual_eps > 0.0) {
+        return Err(Error::invalid(
+            "residual-eps",
+            format!("must be finite and > 0, got {}", cfg.residual_eps),
+        ));
+    }
+    let threshold = match cfg.mode {
+        Mode::Gate => Some(cfg.threshold.or(preset.tau).ok_or_else(|| {
+            Error::invalid(
+                "threshold",
+                format!("{} has no published threshold; gating needs one", m.name()),
+            )
+        })?),
+        Mode::Greedy => cfg.threshold.or(if cfg.paper_preset { preset.tau } else { None }),
+    };
+    let k = cfg.k.or(if cfg.paper_preset { preset.max_items } else { None });
+
+    let mut notes = Vec::new();
+    let candidates = n - inp.retained.len();
+    if let Some(k) = k {
+        if cfg.mode == Mode::Greedy && k > candidates {
+            notes.push(format!(
+                "k = {k} is larger than the {candidates} candidates; selecting at most {candidates}"
+            ));
+        }
+    }
+
+    // --- build the scorer and run ------------------------------------------------------
+    let lim = Limits {
+        k,
+        token_budget: cfg.token_budget,
+        costs: inp.costs,
+        threshold,
+        eager_only: cfg.eager_only,
+    };
+    let dense = match inp.embeddings {
+        Some(e) if m != Method::Lexical => Some(Dense::new(e, e.inv_norms()?, query)?),
+        _ => None,
+    };
+    let out = match m {
+        Method::Lexical => {
+            let texts = inp.texts.unwrap_or(&[]);
+            let lex = lexical::Lexical::new(texts, inp.query_text.unwrap_or(""), lex_w);
+            run_scorer(&mut Mmr::new(lex, lambda), cfg.mode, n, inp.retained, &lim)
+        }
+        _ => {
+            let d = dense
+                .as_ref()
+                .ok_or_else(|| Error::invalid("embeddings", "missing"))?;
+            match m {
+                Method::Mmr => run_scorer(&mut Mmr::new(d, lambda), cfg.mode, n, inp.retained, &lim),
+                Method::Grn => run_scorer(&mut Grn::new(d), cfg.mode, n, inp.retained, &lim),
+                Method::Centroid => run_scorer(&mut Centroid::new(d), cfg.mode, n, inp.retained, &lim),
+                Method::Dpp => run_scorer(
+                    &mut Dpp::new(d, cfg.residual_eps),
+                    cfg.mode,
+                    n,
+                    inp.retained,
+                    &lim,
+                ),
+                Method::Coverage | Method::Hybrid => {
+                    let cov =
+                        coverage::Coverage::build(d, inp.costs, cfg.coverage_dense_max, cfg.coverage_knn)?;
+                    if cov.is_sparse() {
+                        notes.push(format!(
+                            "pool of {n} is above {} items: coverage uses a sparse {}-nearest-neighbour similarity",
+                            cfg.coverage_dense_max, cfg.coverage_knn
+                        ));
+                    }
+                    if m == Method::Coverage {
+                        run_scorer(&mut { cov }, cfg.mode, n, inp.retained, &lim)
+                    } else {
+                        let mut h = Hybrid {
+                            grn: Grn::new(d),
+                            cov,
+                            w: weights,
+                        };
+                        run_scorer(&mut h, cfg.mode, n, inp.retained, &lim)
+                    }
+                }
+                Method::Lexical => unreachable!("handled above"),
+            }
+        }
+    };
+    let tokens_selected = out
+        .selected
+        .iter()
+        .map(|&x| inp.costs.map_or(1.0, |c| c[x]))
+        .sum::<f64>()
+        + 0.0;
+    Ok(Selection {
+        method: m,
+        mode: cfg.mode,
+        selected: out.selected,
+        gains: out.gains,
+        stop: out.stop,
+        threshold,
+        tokens_selected,
+        notes,
+    })
+}
+
+struct Outcome {
+    selected: Vec<usize>,
+    gains: Vec<f64>,
+    stop: Option<Stop>,
+}
+
+fn run_scorer<S: Scorer>(s: &mut S, mode: Mode, n: usize, retained: &[usize], lim: &Limits<'_>) -> Outcome {
+    match mode {
+        Mode::Greedy => {
+            let (selected, gains, stop) = driver::greedy(s, n, retained, lim);
+            Outcome {
+                selected,
+                gains,
+                stop: Some(stop),
+            }
+        }
+        Mode::Gate => {
+            let tau = lim.threshold.unwrap_or(f64::NEG_INFINITY);
+            let (selected, gains) = driver::gate(s, n, retained)
+                .into_iter()
+                .filter(|&(_, v)| v >= tau)
+                .unzip();
+            Outcome {
+                selected,
+                gains,
+                stop: None,
+            }
+        }
+    }
+}

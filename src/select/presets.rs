@@ -1,0 +1,39 @@
+//! The published operating points (marginal-value-pruning.txt, App. B, Table 5; SPEC §1)
+//! and the crate's numeric constants for the selectors, in one place.
+
+/// MMR trade-off `lambda` (App. B Table 5).
+pub const MMR_LAMBDA: f64 = 0.35;
+/// MMR keep threshold `tau`.
+pub const MMR_TAU: f64 = 0.35;
+/// MMR item cap ("max 10 contexts").
+pub const MMR_MAX_ITEMS: usize = 10;
+/// GRN keep threshold on the squared residual.
+pub const GRN_TAU: f64 = 0.85;
+/// Centroid-drift keep threshold `delta`.
+pub const CENTROID_DELTA: f64 = 0.03;
+/// DPP keep threshold on the determinant ratio.
+pub const DPP_TAU: f64 = 0.30;
+/// DPP item cap.
+pub const DPP_MAX_ITEMS: usize = 10;
+/// Submodular coverage: prune when gain per token falls below this.
+pub const COVERAGE_TAU: f64 = 0.05;
+/// Hybrid weights `(alpha, beta, gamma)` on `(cos(x,q), V_GRN, V_SC)`. The paper prints
+/// `- beta V_GRN` in App. B but its text says the term "rewards orthogonal novelty"; SPEC
+/// §1 decides for `+0.30` (reward novelty). Pass a negative beta for the printed sign.
+pub const HYBRID_WEIGHTS: [f64; 3] = [0.40, 0.30, 0.30];
+/// Lexical MMR `lambda`.
+pub const LEXICAL_LAMBDA: f64 = 0.6;
+/// Lexical keep threshold.
+pub const LEXICAL_TAU: f64 = 0.2;
+/// Lexical similarity weights `(w_tfidf, w_jaccard)`.
+pub const LEXICAL_WEIGHTS: [f64; 2] = [0.5, 0.5];
+
+/// DPP and GRN stop when the best squared residual falls below this (SPEC §1); residuals
+/// are computed from `f64`-accumulated inner products, so 1e-10 is resolvable.
+pub const RESIDUAL_EPS: f64 = 1e-10;
+
+/// Facility location keeps the dense `N × N` similarity up to this pool size
+/// (256 MiB of `f32`); above it, a sparse k-nearest-neighbour similarity.
+pub const COVERAGE_DENSE_MAX: usize = 8192;
+/// Neighbours kept per item by the sparse facility location (the item itself included).
+pub const COVERAGE_KNN: usize = 64;

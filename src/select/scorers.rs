@@ -1,0 +1,337 @@
+//! The embedding scorers of SPEC §1: MMR, GRN, centroid drift, DPP and the hybrid.
+//! Each is a [`Scorer`]: per-candidate caches refreshed with the picks made since, so a
+//! greedy step is O(new picks · d) per refreshed candidate.
+
+use super::coverage::Coverage;
+use super::driver::Scorer;
+use crate::backend::cpu;
+use crate::embeddings::Embeddings;
+
+/// Cosines over a pool without normalising it: `cos(i, j) = <e_i, e_j> / (‖e_i‖ ‖e_j‖)`,
+/// every inner product accumulated in `f64`.
+pub(crate) struct Dense<'a> {
+    pub e: &'a Embeddings,
+    pub inv: Vec<f64>,
+    /// `cos(x, q)` for every row, when there is a query.
+    pub rel: Option<Vec<f64>>,
+}
+
+impl<'a> Dense<'a> {
+    pub fn new(e: &'a Embeddings, inv: Vec<f64>, query: Option<&[f32]>) -> crate::Result<Self> {
+        let rel = match query {
+            None => None,
+            Some(q) => {
+                let inv_q = 1.0 / cpu::dot(q, q).sqrt();
+                let mut r = vec![0.0; e.rows()];
+                cpu::matvec(e.as_slice(), e.dim(), q, &mut r);
+                r.iter_mut().zip(&inv).for_each(|(v, &i)| *v *= i * inv_q);
+                Some(r)
+            }
+        };
+        Ok(Dense { e, inv, rel })
+    }
+
+    #[inline]
+    pub fn cos(&self, x: usize, y: usize) -> f64 {
+        cpu::dot(self.e.row(x), self.e.row(y)) * self.inv[x] * self.inv[y]
+    }
+
+    /// `w(x) = max(cos(x, q), 0)` for every row (SPEC notation).
+    pub fn weights(&self) -> Vec<f64> {
+        self.rel
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.iter().map(|&c| c.max(0.0)).collect())
+    }
+}
+
+/// What MMR needs of a similarity: relevance to the query and pairwise similarity.
+pub(crate) trait Similarity: Sync {
+    fn rel(&self, x: usize) -> f64;
+    fn sim(&self, x: usize, y: usize) -> f64;
+}
+
+impl<T: Similarity> Similarity for &T {
+    fn rel(&self, x: usize) -> f64 {
+        (**self).rel(x)
+    }
+    fn sim(&self, x: usize, y: usize) -> f64 {
+        (**self).sim(x, y)
+    }
+}
+
+impl Similarity for Dense<'_> {
+    fn rel(&self, x: usize) -> f64 {
+        self.rel.as_ref().map_or(0.0, |r| r[x])
+    }
+    fn sim(&self, x: usize, y: usize) -> f64 {
+        self.cos(x, y)
+    }
+}
+
+/// MMR: `lam·sim(x,q) - (1-lam)·max_{c in C} sim(x,c)`, max term 0 while `C` is empty.
+pub(crate) struct Mmr<S> {
+    pub sims: S,
+    pub lambda: f64,
+    picks: Vec<usize>,
+}
+
+impl<S> Mmr<S> {
+    pub fn new(sims: S, lambda: f64) -> Self {
+        Mmr {
+            sims,
+            lambda,
+            picks: Vec::new(),
+        }
+    }
+}
+
+/// Running max-similarity to the picks, valid through `upto` picks.
+pub(crate) struct MaxSim {
+    max: f64,
+    upto: usize,
+}
+
+impl<S: Similarity> Scorer for Mmr<S> {
+    type Cand = MaxSim;
+    fn cand(&self, _: usize) -> MaxSim {
+        MaxSim {
+            max: f64::NEG_INFINITY,
+            upto: 0,
+        }
+    }
+    fn refresh(&self, x: usize, c: &mut MaxSim) -> f64 {
+        for &p in &self.picks[c.upto..] {
+            c.max = c.max.max(self.sims.sim(x, p));
+        }
+        c.upto = self.picks.len();
+        let red = if self.picks.is_empty() { 0.0 } else { c.max };
+        self.lambda * self.sims.rel(x) - (1.0 - self.lambda) * red
+    }
+    fn add(&mut self, x: usize, _: &MaxSim) {
+        self.picks.push(x);
+    }
+    // The max term can only grow once C is non-empty (it may be negative right after
+    // the first pick, which is why the empty state is excluded).
+    fn monotone(&self) -> bool {
+        !self.picks.is_empty() && self.lambda <= 1.0
+    }
+}
+
+/// GRN: `‖x~ - P_C x~‖²` with one orthonormal basis of span(C) kept in `f64`
+/// (modified Gram–Schmidt, applied twice: "twice is enough").
+pub(crate) struct Grn<'a> {
+    pub d: &'a Dense<'a>,
+    basis: Vec<Vec<f64>>,
+}
+
+impl<'a> Grn<'a> {
+    pub fn new(d: &'a Dense<'a>) -> Self {
+        Grn { d, basis: Vec::new() }
+    }
+}
+
+/// Squared residual against the first `upto` basis vectors.
+pub(crate) struct Resid {
+    r: f64,
+    upto: usize,
+}
+
+impl Scorer for Grn<'_> {
+    type Cand = Resid;
+    fn cand(&self, _: usize) -> Resid {
+        Resid { r: 1.0, upto: 0 }
+    }
+    fn refresh(&self, x: usize, c: &mut Resid) -> f64 {
+        let row = self.d.e.row(x);
+        for u in &self.basis[c.upto..] {
+            let p = cpu::dot_mixed(row, u) * self.d.inv[x];
+            c.r -= p * p;
+        }
+        c.upto = self.basis.len();
+        c.r.max(0.0)
+    }
+    fn add(&mut self, x: usize, _: &Resid) {
+        let inv = self.d.inv[x];
+        let mut v: Vec<f64> = self.d.e.row(x).iter().map(|&a| f64::from(a) * inv).collect();
+        for _ in 0..2 {
+            for u in &self.basis {
+                let p: f64 = v.iter().zip(u).map(|(a, b)| a * b).sum();
+                cpu::axpy(-p, u, &mut v);
+            }
+        }
+        let nn: f64 = v.iter().map(|a| a * a).sum();
+        // A direction already in the span adds nothing to the basis.
+        if nn > super::presets::RESIDUAL_EPS {
+            let s = 1.0 / nn.sqrt();
+            v.iter_mut().for_each(|a| *a *= s);
+            self.basis.push(v);
+        }
+    }
+    fn monotone(&self) -> bool {
+        true
+    }
+    fn floor(&self) -> Option<f64> {
+        Some(super::presets::RESIDUAL_EPS)
+    }
+}
+
+/// DPP greedy MAP by the incremental Cholesky of Chen, Zhang & Zhou (2018): the gain of
+/// `x` is `d_x² = det(L_{C+x}) / det(L_C)`, `L_ij = w_i w_j cos(i, j)`.
+pub(crate) struct Dpp<'a> {
+    pub d: &'a Dense<'a>,
+    w: Vec<f64>,
+    picks: Vec<usize>,
+    /// Cholesky rows `c_p` and pivots `d_p` of the picks.
+    pick_c: Vec<Vec<f64>>,
+    pick_d: Vec<f64>,
+    eps: f64,
+}
+
+impl<'a> Dpp<'a> {
+    pub fn new(d: &'a Dense<'a>, eps: f64) -> Self {
+        Dpp {
+            w: d.weights(),
+            d,
+            picks: Vec::new(),
+            pick_c: Vec::new(),
+            pick_d: Vec::new(),
+            eps,
+        }
+    }
+}
+
+/// The Cholesky row `c_x` (one entry per pick so far) and `d_x²`.
+pub(crate) struct CholRow {
+    c: Vec<f64>,
+    d2: f64,
+}
+
+impl Scorer for Dpp<'_> {
+    type Cand = CholRow;
+    fn cand(&self, x: usize) -> CholRow {
+        CholRow {
+            c: Vec::new(),
+            d2: self.w[x] * self.w[x],
+        }
+    }
+    fn refresh(&self, x: usize, c: &mut CholRow) -> f64 {
+        for s in c.c.len()..self.picks.len() {
+            let p = self.picks[s];
+            let lxp = if self.w[x] == 0.0 {
+                0.0
+            } else {
+                self.w[x] * self.w[p] * self.d.cos(x, p)
+            };
+            let proj: f64 = c.c.iter().zip(&self.pick_c[s]).map(|(a, b)| a * b).sum();
+            let e = (lxp - proj) / self.pick_d[s];
+            c.c.push(e);
+            c.d2 -= e * e;
+        }
+        c.d2.max(0.0)
+    }
+    fn add(&mut self, x: usize, c: &CholRow) {
+        // A retained item with no conditional variance left (weight 0, or in the span of
+        // the others) adds nothing to the volume; it is kept out of the factor.
+        if c.d2 < self.eps {
+            return;
+        }
+        self.picks.push(x);
+        self.pick_c.push(c.c.clone());
+        self.pick_d.push(c.d2.sqrt());
+    }
+    fn monotone(&self) -> bool {
+        true
+    }
+    fn floor(&self) -> Option<f64> {
+        Some(self.eps)
+    }
+}
+
+/// Centroid drift `1 - cos(mu_C, mu_{C+x})` from `‖S‖²` and `<S, x~>`, where `S` is the
+/// running sum of the retained unit embeddings (the means' scale cancels in the cosine).
+pub(crate) struct Centroid<'a> {
+    pub d: &'a Dense<'a>,
+    picks: Vec<usize>,
+    ss: f64,
+}
+
+impl<'a> Centroid<'a> {
+    pub fn new(d: &'a Dense<'a>) -> Self {
+        Centroid {
+            d,
+            picks: Vec::new(),
+            ss: 0.0,
+        }
+    }
+}
+
+/// `<S, x~>` through `upto` picks.
+pub(crate) struct SumDot {
+    sd: f64,
+    upto: usize,
+}
+
+impl Scorer for Centroid<'_> {
+    type Cand = SumDot;
+    fn cand(&self, _: usize) -> SumDot {
+        SumDot { sd: 0.0, upto: 0 }
+    }
+    fn refresh(&self, x: usize, c: &mut SumDot) -> f64 {
+        for &p in &self.picks[c.upto..] {
+            c.sd += self.d.cos(x, p);
+        }
+        c.upto = self.picks.len();
+        if self.picks.is_empty() {
+            return 1.0;
+        }
+        let ns = self.ss.max(0.0).sqrt();
+        let nsx = (self.ss + 2.0 * c.sd + 1.0).max(0.0).sqrt();
+        if ns == 0.0 || nsx == 0.0 {
+            return 1.0; // a cosine with a zero vector counts as 0 (SPEC §1)
+        }
+        1.0 - (self.ss + c.sd) / (ns * nsx)
+    }
+    fn add(&mut self, x: usize, c: &SumDot) {
+        self.ss += 2.0 * c.sd + 1.0;
+        self.picks.push(x);
+    }
+    fn monotone(&self) -> bool {
+        false
+    }
+    fn floor(&self) -> Option<f64> {
+        Some(f64::MIN_POSITIVE) // stop when no candidate has positive gain
+    }
+}
+
+/// Combined / hybrid: `alpha·cos(x,q) + beta·V_GRN + gamma·V_SC`, plain signed weights.
+pub(crate) struct Hybrid<'a> {
+    pub grn: Grn<'a>,
+    pub cov: Coverage<'a>,
+    pub w: [f64; 3],
+}
+
+impl Scorer for Hybrid<'_> {
+    type Cand = Resid;
+    fn cand(&self, x: usize) -> Resid {
+        self.grn.cand(x)
+    }
+    fn refresh(&self, x: usize, c: &mut Resid) -> f64 {
+        let rel = self.grn.d.rel.as_ref().map_or(0.0, |r| r[x]);
+        let [a, b, g] = self.w;
+        let grn = if b == 0.0 { 0.0 } else { self.grn.refresh(x, c) };
+        let sc = if g == 0.0 {
+            0.0
+        } else {
+            self.cov.refresh(x, &mut ())
+        };
+        a * rel + b * grn + g * sc
+    }
+    fn add(&mut self, x: usize, c: &Resid) {
+        self.grn.add(x, c);
+        self.cov.add(x, &());
+    }
+    // The relevance term is fixed; GRN and coverage gains only fall.
+    fn monotone(&self) -> bool {
+        self.w[1] >= 0.0 && self.w[2] >= 0.0
+    }
+}
