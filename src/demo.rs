@@ -139,8 +139,8 @@ pub fn run() -> Result<String> {
     let _ = writeln!(out, "pool: {n} items, {total:.0} tokens; greedy: k <= 20, token budget 3000; gate: paper tau, 5 retained\n");
     let _ = writeln!(
         out,
-        "{:<10} {:<7} {:>6} {:>8} {:>10} {:>9}  {:<8} {}",
-        "method", "mode", "kept", "tokens", "token %", "time ms", "backend", "stopped by"
+        "{:<10} {:<7} {:>6} {:>8} {:>10} {:>9}  {:<8} stopped by",
+        "method", "mode", "kept", "tokens", "token %", "time ms", "backend"
     );
     // Retained context for the gate: the five rows most relevant to the query.
     let mut rel: Vec<(usize, f64)> = (0..n)

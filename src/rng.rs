@@ -49,7 +49,7 @@ impl Rng {
     /// Uniform integer in `[0, n)`; `n` must be positive.
     pub fn below(&mut self, n: usize) -> usize {
         debug_assert!(n > 0);
-        ((self.next_u64() >> 11) as u128 * n as u128 >> 53) as usize
+        (((self.next_u64() >> 11) as u128 * n as u128) >> 53) as usize
     }
 
     /// Standard normal (Box–Muller).

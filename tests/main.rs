@@ -1,1 +1,43 @@
+//! The one integration-test binary: every scorer against a slow evaluation of its
+//! definition, the loaders, the CLI contract, and the backend harness.
 
+mod backend;
+mod cli;
+mod io;
+mod scorers;
+mod slow;
+
+use ctxprune::rng::Rng;
+use ctxprune::Embeddings;
+
+/// Seeded random pool: Gaussian rows, a query near a few rows, integer costs in [1, 50].
+pub fn problem(n: usize, d: usize, seed: u64) -> (Embeddings, Vec<f32>, Vec<f64>) {
+    let mut rng = Rng::new(seed);
+    let data: Vec<f32> = (0..n * d).map(|_| rng.normal() as f32).collect();
+    let e = Embeddings::new(n, d, data, "random").unwrap();
+    let mut q = vec![0.0f32; d];
+    for _ in 0..3 {
+        let r = rng.below(n);
+        q.iter_mut().zip(e.row(r)).for_each(|(a, &b)| *a += b);
+    }
+    q.iter_mut().for_each(|a| *a += 0.3 * rng.normal() as f32);
+    let costs = (0..n).map(|_| 1.0 + rng.below(50) as f64).collect();
+    (e, q, costs)
+}
+
+/// Asserts two gain lists agree element by element, naming the first that does not.
+pub fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{what}: {} values vs {} expected",
+        got.len(),
+        want.len()
+    );
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "{what}: element {i}: got {g}, expected {w} (tol {tol})"
+        );
+    }
+}

@@ -107,7 +107,10 @@ pub fn gemm_abt(a: &[f32], b: &[f32], d: usize, c: &mut [f32], ldc: usize, paral
     let lhs = MatRef::from_row_major_slice(a, m, d);
     let rhs = MatRef::from_row_major_slice(b, n, d).transpose();
     let rows_needed = (m - 1) * ldc + n;
-    let dst = MatMut::from_row_major_slice_with_stride_mut(&mut c[..rows_needed], m, n, ldc);
+    // faer 0.24's `from_row_major_slice_with_stride_mut` builds a column-major view (and
+    // writes out of bounds); the transpose of a column-major view is the row-major one.
+    let dst =
+        MatMut::from_column_major_slice_with_stride_mut(&mut c[..rows_needed], n, m, ldc).transpose_mut();
     let par = if parallel { Par::rayon(0) } else { Par::Seq };
     matmul(dst, Accum::Replace, lhs, rhs, 1.0f32, par);
 }

@@ -20,7 +20,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Score and select candidates by marginal value; prints one JSON object.
-    Select(SelectArgs),
+    Select(Box<SelectArgs>),
     /// Run every capability on a built-in seeded synthetic pool and print a table.
     Demo,
 }
@@ -79,7 +79,7 @@ struct SelectArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Select(a) => run_select(a),
+        Cmd::Select(a) => run_select(*a),
         Cmd::Demo => ctxprune::demo::run().map(|t| print!("{t}")),
     };
     match r {
@@ -110,9 +110,6 @@ fn run_select(a: SelectArgs) -> Result<()> {
     let mode: Mode = a.mode.parse()?;
     let choice: BackendChoice = a.backend.parse()?;
     let backend = Backend::choose(choice)?;
-    if let Some(r) = &backend.reason {
-        eprintln!("note: backend auto: running on the CPU ({r})");
-    }
     let mut cfg = SelectConfig::new(method).mode(mode);
     match a.preset.as_deref() {
         None => {}
@@ -218,6 +215,9 @@ fn run_select(a: SelectArgs) -> Result<()> {
     let t = std::time::Instant::now();
     let sel = select(&cfg, &inp)?;
     let elapsed_ms = t.elapsed().as_secs_f64() * 1e3;
+    if let Some(r) = &backend.reason {
+        eprintln!("note: backend auto: running on the CPU ({r})");
+    }
     for n in &sel.notes {
         eprintln!("note: {n}");
     }

@@ -21,7 +21,7 @@
 //! ```
 //! use ctxprune::{Embeddings, select::{select, Inputs, Method, SelectConfig}};
 //! let e = Embeddings::new(3, 2, vec![1.0, 0.0, 0.99, 0.1, 0.0, 1.0], "docs")?;
-//! let q = [1.0f32, 0.2];
+//! let q = [1.0f32, 0.0];
 //! let cfg = SelectConfig::new(Method::Mmr).k(2);
 //! let sel = select(&cfg, &Inputs { embeddings: Some(&e), query: Some(&q), ..Inputs::default() })?;
 //! assert_eq!(sel.selected, vec![0, 2]); // the near-duplicate of 0 loses to the new direction

@@ -1,0 +1,301 @@
+//! The `ctxprune select` contract: one JSON object on stdout, a one-line error and a
+//! non-zero exit for bad input, never a panic.
+
+use crate::io::{npy_bytes, tmp};
+use ctxprune::io::write_npy_f32;
+use std::path::Path;
+use std::process::Command;
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
+        .args(args)
+        .env_remove("CTXPRUNE_BACKEND")
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8(o.stdout).unwrap(),
+        String::from_utf8(o.stderr).unwrap(),
+    );
+    assert!(!err.contains("panicked"), "the CLI panicked: {err}");
+    (o.status.code().unwrap_or(-1), out, err)
+}
+
+fn fixture(dir: &Path) -> (String, String) {
+    let (e, q, _) = crate::problem(25, 6, 9);
+    let ep = dir.join("e.npy");
+    write_npy_f32(&ep, 25, 6, e.as_slice()).unwrap();
+    let qp = dir.join("q.npy");
+    write_npy_f32(&qp, 1, 6, &q).unwrap();
+    (ep.display().to_string(), qp.display().to_string())
+}
+
+#[test]
+fn select_prints_the_documented_json_and_matches_the_library() {
+    let d = tmp();
+    let (e, q) = fixture(d.path());
+    let (code, out, err) = run(&[
+        "select",
+        "--method",
+        "mmr",
+        "--embeddings",
+        &e,
+        "--query",
+        &q,
+        "--k",
+        "5",
+        "--backend",
+        "auto",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    for key in ["method", "mode", "selected", "gains", "backend", "elapsed_ms"] {
+        assert!(v.get(key).is_some(), "missing {key} in {out}");
+    }
+    assert_eq!(v["method"], "mmr");
+    assert_eq!(v["mode"], "greedy");
+    let (pe, pq, _) = crate::problem(25, 6, 9);
+    let lib = ctxprune::select::select(
+        &ctxprune::select::SelectConfig::new(ctxprune::select::Method::Mmr).k(5),
+        &ctxprune::select::Inputs {
+            embeddings: Some(&pe),
+            query: Some(&pq),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let sel: Vec<usize> = v["selected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect();
+    assert_eq!(sel, lib.selected);
+    if v["backend"] == "cpu" {
+        assert!(
+            err.contains("running on the CPU"),
+            "auto must say it fell back: {err}"
+        );
+    }
+    // Gate with retained rows and every other method runs.
+    for m in ["grn", "centroid", "dpp", "coverage", "hybrid"] {
+        let (code, out, err) = run(&[
+            "select",
+            "--method",
+            m,
+            "--embeddings",
+            &e,
+            "--query",
+            &q,
+            "--mode",
+            "gate",
+            "--retained",
+            "0,3",
+            "--threshold",
+            "0.1",
+        ]);
+        assert_eq!(code, 0, "{m}: {err}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["mode"], "gate");
+        assert!(!v["selected"].as_array().unwrap().iter().any(|x| x == 0 || x == 3));
+    }
+}
+
+#[test]
+fn k_larger_than_the_pool_selects_what_there_is_and_says_so() {
+    let d = tmp();
+    let (e, q) = fixture(d.path());
+    let (code, out, err) = run(&[
+        "select",
+        "--method",
+        "mmr",
+        "--embeddings",
+        &e,
+        "--query",
+        &q,
+        "--k",
+        "1000",
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["selected"].as_array().unwrap().len(), 25);
+    assert!(err.contains("k = 1000 is larger than the 25 candidates"), "{err}");
+}
+
+#[test]
+fn lexical_and_jsonl_with_tokens() {
+    let d = tmp();
+    let p = d.path().join("docs.jsonl");
+    let rows: Vec<String> = (0..9)
+        .map(|i| {
+            format!(
+                "{{\"embedding\": [{}, 1.0], \"tokens\": {}, \"text\": \"word{} shared text {}\"}}",
+                i,
+                10 + i,
+                i % 3,
+                i
+            )
+        })
+        .collect();
+    std::fs::write(&p, rows.join("\n")).unwrap();
+    let ps = p.display().to_string();
+    let (code, out, err) = run(&[
+        "select",
+        "--method",
+        "lexical",
+        "--embeddings",
+        &ps,
+        "--query-text",
+        "word1 shared",
+        "--token-budget",
+        "40",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(v["tokens"].as_f64().unwrap() <= 40.0, "{out}");
+    let (code, _, err) = run(&[
+        "select",
+        "--method",
+        "coverage",
+        "--embeddings",
+        &ps,
+        "--token-budget",
+        "30",
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn bad_inputs_exit_non_zero_with_one_line() {
+    let d = tmp();
+    let (e, q) = fixture(d.path());
+    let nan: Vec<u8> = [1.0f32, f32::NAN, 0.0, 1.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let nanp = d.path().join("nan.npy");
+    std::fs::write(&nanp, npy_bytes("<f4", false, &[2, 2], &nan)).unwrap();
+    let zerop = d.path().join("zero.npy");
+    write_npy_f32(&zerop, 2, 2, &[1.0, 0.0, 0.0, 0.0]).unwrap();
+    let ragged = d.path().join("ragged.jsonl");
+    std::fs::write(&ragged, "{\"embedding\": [1, 2]}\n{\"embedding\": [1, 2, 3]}\n").unwrap();
+    let empty = d.path().join("empty.npy");
+    std::fs::write(&empty, b"").unwrap();
+    let q3 = d.path().join("q3.npy");
+    write_npy_f32(&q3, 1, 3, &[1.0, 0.0, 0.0]).unwrap();
+    let s = |p: &Path| p.display().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--method".into(), "grn".into(), "--embeddings".into(), s(&nanp)],
+            "row 0, column 1",
+        ),
+        (
+            vec!["--method".into(), "grn".into(), "--embeddings".into(), s(&zerop)],
+            "row 1 has zero norm",
+        ),
+        (
+            vec!["--method".into(), "grn".into(), "--embeddings".into(), s(&ragged)],
+            "line 2",
+        ),
+        (
+            vec!["--method".into(), "grn".into(), "--embeddings".into(), s(&empty)],
+            "empty",
+        ),
+        (
+            vec!["--method".into(), "mmr".into(), "--embeddings".into(), e.clone()],
+            "--query",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "mmr".into(),
+                "--embeddings".into(),
+                e.clone(),
+                "--query".into(),
+                s(&q3),
+            ],
+            "dimension mismatch",
+        ),
+        (
+            vec!["--method".into(), "nope".into(), "--embeddings".into(), e.clone()],
+            "unknown method",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "mmr".into(),
+                "--embeddings".into(),
+                e.clone(),
+                "--query".into(),
+                q.clone(),
+                "--retained".into(),
+                "1,x".into(),
+            ],
+            "--retained",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "mmr".into(),
+                "--embeddings".into(),
+                e.clone(),
+                "--query".into(),
+                q.clone(),
+                "--lambda".into(),
+                "2".into(),
+            ],
+            "lambda",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "grn".into(),
+                "--embeddings".into(),
+                "/nonexistent.npy".into(),
+            ],
+            "/nonexistent.npy",
+        ),
+        (
+            vec![
+                "--method".into(),
+                "grn".into(),
+                "--embeddings".into(),
+                e.clone(),
+                "--backend".into(),
+                "cuda".into(),
+            ],
+            "cuda",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut full = vec!["select"];
+        full.extend(args.iter().map(String::as_str));
+        let (code, out, err) = run(&full);
+        if want == "cuda" && code == 0 {
+            continue; // a machine with a usable GPU
+        }
+        assert_ne!(code, 0, "{full:?} succeeded");
+        assert!(out.is_empty(), "{full:?} wrote to stdout: {out}");
+        assert!(
+            err.contains(want),
+            "{full:?}: stderr {err:?} does not mention {want:?}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{full:?}: not one line: {err}");
+    }
+}
+
+#[test]
+fn demo_runs_every_scorer_in_both_modes() {
+    let (code, out, err) = run(&["demo"]);
+    assert_eq!(code, 0, "{err}");
+    for m in ["mmr", "grn", "centroid", "dpp", "coverage", "hybrid", "lexical"] {
+        assert_eq!(
+            out.lines().filter(|l| l.starts_with(&format!("{m} "))).count(),
+            2,
+            "{m} in\n{out}"
+        );
+    }
+}

@@ -1,0 +1,169 @@
+//! Loaders: every format, and the errors that name the file, row and problem.
+
+use ctxprune::io::{load_costs, load_embeddings, load_query, write_npy_f32};
+use std::path::{Path, PathBuf};
+
+pub fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// A raw .npy with the given descr, order and shape.
+pub fn npy_bytes(descr: &str, fortran: bool, shape: &[usize], data: &[u8]) -> Vec<u8> {
+    let shape_s = match shape.len() {
+        1 => format!("({},)", shape[0]),
+        _ => format!(
+            "({})",
+            shape.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let mut h = format!(
+        "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape_s}, }}",
+        if fortran { "True" } else { "False" }
+    );
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    out.extend_from_slice(h.as_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn npy_f32_f64_and_fortran() {
+    let d = tmp();
+    let p = d.path().join("e.npy");
+    write_npy_f32(&p, 2, 3, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let l = load_embeddings(p.to_str().unwrap()).unwrap();
+    assert_eq!((l.embeddings.rows(), l.embeddings.dim()), (2, 3));
+    assert_eq!(l.embeddings.row(1), &[4.0, 5.0, 6.0]);
+    let f64s: Vec<u8> = [1.0f64, -2.5].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let p = write(d.path(), "d.npy", &npy_bytes("<f8", false, &[1, 2], &f64s));
+    assert_eq!(
+        load_embeddings(p.to_str().unwrap()).unwrap().embeddings.row(0),
+        &[1.0, -2.5]
+    );
+    let p = write(d.path(), "f.npy", &npy_bytes("<f8", true, &[1, 2], &f64s));
+    let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+    assert!(e.contains("Fortran order") && e.contains("f.npy"), "{e}");
+    let p = write(d.path(), "r.npy", &npy_bytes("<f8", false, &[2], &f64s));
+    assert!(load_embeddings(p.to_str().unwrap())
+        .unwrap_err()
+        .to_string()
+        .contains("2-D"));
+    let nan: Vec<u8> = [1.0f32, 2.0, f32::NAN, 4.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let p = write(d.path(), "nan.npy", &npy_bytes("<f4", false, &[2, 2], &nan));
+    let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+    assert!(e.contains("nan.npy") && e.contains("row 1, column 0"), "{e}");
+    let p = write(d.path(), "empty.npy", b"");
+    assert!(load_embeddings(p.to_str().unwrap())
+        .unwrap_err()
+        .to_string()
+        .contains("empty"));
+    let p = write(d.path(), "junk.npy", b"not an npy file at all");
+    assert!(load_embeddings(p.to_str().unwrap())
+        .unwrap_err()
+        .to_string()
+        .contains("junk.npy"));
+    // Queries: (d,) and (1, d); costs as integers.
+    let q: Vec<u8> = [0.5f32, 0.5].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let p = write(d.path(), "q.npy", &npy_bytes("<f4", false, &[2], &q));
+    assert_eq!(load_query(&p).unwrap(), vec![0.5, 0.5]);
+    let p = write(d.path(), "q0.npy", &npy_bytes("<f4", false, &[2], &[0u8; 8]));
+    assert!(load_query(&p).unwrap_err().to_string().contains("zero norm"));
+    let c: Vec<u8> = [3i64, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let p = write(d.path(), "c.npy", &npy_bytes("<i8", false, &[2], &c));
+    assert_eq!(load_costs(&p).unwrap(), vec![3.0, 7.0]);
+}
+
+#[test]
+fn safetensors_named_and_single() {
+    use safetensors::{serialize, tensor::TensorView, Dtype};
+    let d = tmp();
+    let a: Vec<u8> = [1.0f32, 0.0, 0.0, 1.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let b: Vec<u8> = [half::bf16::from_f32(2.0), half::bf16::from_f32(-1.0)]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let ta = TensorView::new(Dtype::F32, vec![2, 2], &a).unwrap();
+    let tb = TensorView::new(Dtype::BF16, vec![1, 2], &b).unwrap();
+    let bytes = serialize(vec![("emb", ta.clone()), ("other", tb)], None).unwrap();
+    let p = write(d.path(), "m.safetensors", &bytes);
+    let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+    assert!(
+        e.contains("emb, other") && e.contains("FILE.safetensors:NAME"),
+        "{e}"
+    );
+    let l = load_embeddings(&format!("{}:other", p.display())).unwrap();
+    assert_eq!(l.embeddings.row(0), &[2.0, -1.0]);
+    let l = load_embeddings(&format!("{}:emb", p.display())).unwrap();
+    assert_eq!(l.embeddings.rows(), 2);
+    assert!(load_embeddings(&format!("{}:nope", p.display()))
+        .unwrap_err()
+        .to_string()
+        .contains("nope"));
+    let single = serialize(vec![("x", ta)], None).unwrap();
+    let p = write(d.path(), "s.safetensors", &single);
+    assert_eq!(load_embeddings(p.to_str().unwrap()).unwrap().embeddings.dim(), 2);
+}
+
+#[test]
+fn jsonl_rows_tokens_texts_and_errors() {
+    let d = tmp();
+    let p = write(
+        d.path(),
+        "e.jsonl",
+        b"{\"embedding\": [1, 0], \"tokens\": 12, \"text\": \"a b\"}\n\n{\"embedding\": [0.5, 0.5], \"tokens\": 3, \"text\": \"c\"}\n",
+    );
+    let l = load_embeddings(p.to_str().unwrap()).unwrap();
+    assert_eq!(l.embeddings.rows(), 2);
+    assert_eq!(l.tokens, Some(vec![12.0, 3.0]));
+    assert_eq!(l.texts, Some(vec!["a b".to_string(), "c".to_string()]));
+    let cases: [(&str, &[u8], &str); 5] = [
+        (
+            "ragged.jsonl",
+            b"{\"embedding\": [1, 0]}\n{\"embedding\": [1]}\n",
+            "line 2",
+        ),
+        (
+            "nan.jsonl",
+            b"{\"embedding\": [1, NaN]}\n",
+            "line 1: invalid JSON",
+        ),
+        (
+            "str.jsonl",
+            b"{\"embedding\": [1, \"x\"]}\n",
+            "embedding[1] is not a number",
+        ),
+        ("noemb.jsonl", b"{\"text\": \"hi\"}\n", "missing \"embedding\""),
+        ("blank.jsonl", b"\n\n", "no rows"),
+    ];
+    for (name, body, want) in cases {
+        let p = write(d.path(), name, body);
+        let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+        assert!(e.contains(name) && e.contains(want), "{name}: {e}");
+    }
+    let p = write(d.path(), "e.txt", b"1 2 3");
+    assert!(load_embeddings(p.to_str().unwrap())
+        .unwrap_err()
+        .to_string()
+        .contains("unknown embeddings format"));
+    assert!(load_embeddings("/nonexistent/x.npy")
+        .unwrap_err()
+        .to_string()
+        .contains("/nonexistent/x.npy"));
+}
