@@ -1,1 +1,72 @@
-fn main() {}
+//! Criterion benchmarks of the Gram and every scorer on the CPU backend (the CUDA rows
+//! arrive with the CUDA backend). Sizes are the issue's: N = 10,000, d = 1,024 (facility
+//! location: N = 2,000). Run: `cargo bench --bench select`.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use ctxprune::demo::synthetic_pool;
+use ctxprune::select::{select, Inputs, Method, SelectConfig};
+use ctxprune::similarity::{gram, gram_into, Kernel};
+use std::hint::black_box;
+use std::time::Duration;
+
+fn benches(c: &mut Criterion) {
+    let big = synthetic_pool(10_000, 1024, 50, 1);
+    let mut g = c.benchmark_group("cpu");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(8));
+
+    g.bench_function("gram_cos_vmf_n10000_d1024", |b| {
+        b.iter(|| black_box(gram(&big.embeddings, Kernel::Vmf { kappa: 10.0 }).unwrap()))
+    });
+    let mut buf = vec![0.0f32; 10_000 * 10_000];
+    g.bench_function("gram_into_reused_buffer_cos_vmf_n10000_d1024", |b| {
+        b.iter(|| gram_into(&big.embeddings, Kernel::Vmf { kappa: 10.0 }, black_box(&mut buf)).unwrap())
+    });
+    drop(buf);
+    let (rows, d) = (big.embeddings.rows(), big.embeddings.dim());
+    let mut full = vec![0.0f32; rows * rows];
+    g.bench_function("reference_full_sgemm_n10000_d1024", |b| {
+        let x = big.embeddings.as_slice();
+        b.iter(|| ctxprune::backend::cpu::gemm_abt(x, x, d, black_box(&mut full), rows, true))
+    });
+    drop(full);
+
+    let inp = Inputs {
+        embeddings: Some(&big.embeddings),
+        query: Some(&big.query),
+        costs: Some(&big.costs),
+        ..Inputs::default()
+    };
+    for m in [Method::Mmr, Method::Dpp, Method::Grn, Method::Centroid] {
+        g.bench_with_input(
+            BenchmarkId::new("greedy_k100_n10000_d1024", m.name()),
+            &m,
+            |b, &m| b.iter(|| black_box(select(&SelectConfig::new(m).k(100), &inp).unwrap())),
+        );
+    }
+
+    let small = synthetic_pool(2_000, 1024, 20, 2);
+    let inp2 = Inputs {
+        embeddings: Some(&small.embeddings),
+        query: Some(&small.query),
+        costs: Some(&small.costs),
+        texts: Some(&small.texts),
+        query_text: Some(&small.query_text),
+        ..Inputs::default()
+    };
+    let budget: f64 = small.costs.iter().sum::<f64>() / 10.0;
+    for m in [Method::Coverage, Method::Hybrid, Method::Lexical] {
+        g.bench_with_input(
+            BenchmarkId::new("greedy_k50_budget_n2000_d1024", m.name()),
+            &m,
+            |b, &m| {
+                b.iter(|| black_box(select(&SelectConfig::new(m).k(50).token_budget(budget), &inp2).unwrap()))
+            },
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(select_benches, benches);
+criterion_main!(select_benches);

@@ -67,17 +67,13 @@ pub fn load_embeddings(spec: &str) -> Result<Loaded> {
     }
 }
 
-/// Reads a numeric `.npy` (C order) as `f32`, with its shape.
-pub fn read_npy_f32(path: &Path) -> Result<(Vec<usize>, Vec<f32>)> {
-    let (shape, v) = read_npy_f64(path)?;
-    Ok((shape, v.into_iter().map(|x| x as f32).collect()))
-}
-
-/// Reads a numeric `.npy` (C order) as `f64`, with its shape. Floats of 2, 4 or 8 bytes
-/// and integers of any width are accepted.
-pub fn read_npy_f64(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
-    let bytes = read(path)?;
-    let f = npyz::NpyFile::new(&bytes[..])
+/// Opens a `.npy` for streaming reads and checks it is in C order.
+fn open_npy(path: &Path) -> Result<npyz::NpyFile<std::io::BufReader<std::fs::File>>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    if file.metadata().map_err(|e| Error::io(path, e))?.len() == 0 {
+        return Err(Error::format(path, "file is empty"));
+    }
+    let f = npyz::NpyFile::new(std::io::BufReader::with_capacity(1 << 20, file))
         .map_err(|e| Error::format(path, format!("not a valid .npy file: {e}")))?;
     if f.order() != npyz::Order::C {
         return Err(Error::format(
@@ -85,35 +81,62 @@ pub fn read_npy_f64(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
             "array is in Fortran order; save it in C order (np.ascontiguousarray)",
         ));
     }
-    let shape: Vec<usize> = f.shape().iter().map(|&s| s as usize).collect();
-    let dtype = f.dtype();
-    let bad = |e: std::io::Error| Error::format(path, format!("cannot read the data: {e}"));
-    macro_rules! try_types {
-        ($f:expr, $($t:ty => $conv:expr),*) => {{
-            let f = $f;
-            $(
-                let f = match f.try_data::<$t>() {
-                    Ok(r) => {
-                        let v: Vec<f64> = r.into_iter().map(|x| x.map($conv)).collect::<std::io::Result<_>>().map_err(bad)?;
-                        return Ok((shape, v));
+    Ok(f)
+}
+
+/// Reads the values of `f` as `$out`, trying each element type in turn (npyz reads only
+/// the exact dtype of the file) and converting while streaming, so no second full-size
+/// copy exists.
+macro_rules! read_as {
+    ($path:expr, $f:expr, $out:ty, $($t:ty => $conv:expr),*) => {{
+        let path: &Path = $path;
+        let f = $f;
+        let dtype = f.dtype();
+        $(
+            let f = match f.try_data::<$t>() {
+                Ok(r) => {
+                    let mut v: Vec<$out> = Vec::with_capacity(r.len() as usize);
+                    for x in r {
+                        let x = x.map_err(|e| Error::format(path, format!("cannot read the data: {e}")))?;
+                        v.push($conv(x));
                     }
-                    Err(f) => f,
-                };
-            )*
-            drop(f);
-        }};
-    }
-    try_types!(f,
+                    return Ok(v);
+                }
+                Err(f) => f,
+            };
+        )*
+        drop(f);
+        Err(Error::format(path, format!("unsupported dtype {}: expected a float or integer array", dtype.descr())))
+    }};
+}
+
+fn npy_values_f32(path: &Path, f: npyz::NpyFile<std::io::BufReader<std::fs::File>>) -> Result<Vec<f32>> {
+    read_as!(path, f, f32,
+        f32 => |x| x, f64 => |x| x as f32, half::f16 => |x: half::f16| x.to_f32(),
+        i64 => |x| x as f32, i32 => |x| x as f32, i16 => f32::from, i8 => f32::from,
+        u64 => |x| x as f32, u32 => |x| x as f32, u16 => f32::from, u8 => f32::from)
+}
+
+fn npy_values_f64(path: &Path, f: npyz::NpyFile<std::io::BufReader<std::fs::File>>) -> Result<Vec<f64>> {
+    read_as!(path, f, f64,
         f32 => f64::from, f64 => |x| x, half::f16 => |x: half::f16| x.to_f64(),
         i64 => |x| x as f64, i32 => f64::from, i16 => f64::from, i8 => f64::from,
-        u64 => |x| x as f64, u32 => f64::from, u16 => f64::from, u8 => f64::from);
-    Err(Error::format(
-        path,
-        format!(
-            "unsupported dtype {}: expected a float or integer array",
-            dtype.descr()
-        ),
-    ))
+        u64 => |x| x as f64, u32 => f64::from, u16 => f64::from, u8 => f64::from)
+}
+
+/// Reads a numeric `.npy` (C order) as `f32`, with its shape. Floats of 2, 4 or 8 bytes
+/// and integers of any width are accepted.
+pub fn read_npy_f32(path: &Path) -> Result<(Vec<usize>, Vec<f32>)> {
+    let f = open_npy(path)?;
+    let shape: Vec<usize> = f.shape().iter().map(|&s| s as usize).collect();
+    Ok((shape, npy_values_f32(path, f)?))
+}
+
+/// Reads a numeric `.npy` (C order) as `f64`, with its shape.
+pub fn read_npy_f64(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
+    let f = open_npy(path)?;
+    let shape: Vec<usize> = f.shape().iter().map(|&s| s as usize).collect();
+    Ok((shape, npy_values_f64(path, f)?))
 }
 
 fn load_safetensors(path: &Path, name: Option<&str>) -> Result<Loaded> {
