@@ -54,7 +54,7 @@ pub fn exp_f32(x: f32) -> f32 {
     y = y.mul_add(r, 8.333_452e-3);
     y = y.mul_add(r, 4.166_579_6e-2);
     y = y.mul_add(r, 1.666_666_5e-1);
-    y = y.mul_add(r, 5.000_000_1e-1);
+    y = y.mul_add(r, 0.5);
     let p = y.mul_add(r * r, r) + 1.0;
     let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
     if under {
