@@ -65,6 +65,26 @@ fn benches(c: &mut Criterion) {
             },
         );
     }
+    // The paper's encoder (bge-small-en-v1.5) has d = 384: facility location at that width.
+    let small384 = synthetic_pool(2_000, 384, 20, 3);
+    let inp3 = Inputs {
+        embeddings: Some(&small384.embeddings),
+        query: Some(&small384.query),
+        costs: Some(&small384.costs),
+        ..Inputs::default()
+    };
+    let budget3: f64 = small384.costs.iter().sum::<f64>() / 10.0;
+    g.bench_function("greedy_k50_budget_n2000_d384/coverage", |b| {
+        b.iter(|| {
+            black_box(
+                select(
+                    &SelectConfig::new(Method::Coverage).k(50).token_budget(budget3),
+                    &inp3,
+                )
+                .unwrap(),
+            )
+        })
+    });
     g.finish();
 }
 

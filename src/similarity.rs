@@ -270,7 +270,11 @@ fn gram_fill(e: &Embeddings, inv: &[f64], kernel: Kernel, out: &mut [f32], paral
         data: e.as_slice(),
         d: e.dim(),
         n,
-        inv: if e.is_unit() { None } else { Some(inv) },
+        inv: if e.is_unit() {
+            None
+        } else {
+            Some(inv.iter().map(|&v| v as f32).collect())
+        },
         kernel,
         parallel,
     };
@@ -281,7 +285,8 @@ struct Tri<'a> {
     data: &'a [f32],
     d: usize,
     n: usize,
-    inv: Option<&'a [f64]>,
+    /// `1/‖row‖` in f32: the output is f32, so scaling in f32 costs ~1 ulp and vectorises.
+    inv: Option<Vec<f32>>,
     kernel: Kernel,
     parallel: bool,
 }
@@ -289,10 +294,10 @@ struct Tri<'a> {
 impl Tri<'_> {
     /// Kernel values of the raw inner products in `row[cols]` of matrix row `i`.
     fn epilogue(&self, i: usize, c0: usize, vals: &mut [f32]) {
-        if let Some(inv) = self.inv {
+        if let Some(inv) = &self.inv {
             let ii = inv[i];
-            for (k, v) in vals.iter_mut().enumerate() {
-                *v = (f64::from(*v) * ii * inv[c0 + k]) as f32;
+            for (v, &ij) in vals.iter_mut().zip(&inv[c0..]) {
+                *v = *v * ii * ij;
             }
         }
         self.kernel.apply_slice(vals);

@@ -56,6 +56,27 @@ pub fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
     reduce(acc)
 }
 
+/// `sum_j max(0, s[j] - cur[j])` (a facility-location gain), each term exact in `f64`,
+/// over [`LANES`] accumulators with the fixed reduction of [`dot`].
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+#[must_use]
+pub fn sum_pos_diff(s: &[f32], cur: &[f32]) -> f64 {
+    debug_assert_eq!(s.len(), cur.len());
+    let mut acc = [0.0f64; LANES];
+    let cs = s.chunks_exact(LANES);
+    let cc = cur.chunks_exact(LANES);
+    let (ts, tc) = (cs.remainder(), cc.remainder());
+    for (x, y) in cs.zip(cc) {
+        for l in 0..LANES {
+            acc[l] += (f64::from(x[l]) - f64::from(y[l])).max(0.0);
+        }
+    }
+    for l in 0..ts.len() {
+        acc[l] += (f64::from(ts[l]) - f64::from(tc[l])).max(0.0);
+    }
+    reduce(acc)
+}
+
 #[inline(always)]
 fn reduce(mut acc: [f64; LANES]) -> f64 {
     let mut w = LANES;

@@ -110,11 +110,7 @@ impl<'a> Coverage<'a> {
     fn delta(&self, x: usize) -> f64 {
         let cur = &self.cur;
         match &self.sim {
-            Sim::Dense { n, s } => s[x * n..(x + 1) * n]
-                .iter()
-                .zip(cur)
-                .map(|(&v, &c)| f64::from((v - c).max(0.0)))
-                .sum(),
+            Sim::Dense { n, s } => cpu::sum_pos_diff(&s[x * n..(x + 1) * n], cur),
             Sim::Sparse { r, idx, val } => idx[x * r..(x + 1) * r]
                 .iter()
                 .zip(&val[x * r..(x + 1) * r])

@@ -50,3 +50,9 @@ pub fn open(ordinal: usize) -> Result<()> {
         "found {n} CUDA device(s), but this version has no CUDA kernels yet; the CPU path runs everything"
     )))
 }
+
+/// The CUDA C sources of kernels/, embedded at build time by build.rs (names, sources
+/// and a content hash that keys the compiled-module cache).
+pub mod sources {
+    include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
+}
