@@ -40,5 +40,9 @@ fn main() {
         ts.push(t.elapsed().as_secs_f64());
     }
     ts.sort_by(f64::total_cmp);
-    println!("one 5000x5000 strided block: {:.3} s  ({:.0} GFLOP/s)", ts[1], 2.0 * 5000.0 * 5000.0 * 1024.0 / ts[1] / 1e9);
+    println!(
+        "one 5000x5000 strided block: {:.3} s  ({:.0} GFLOP/s)",
+        ts[1],
+        2.0 * 5000.0 * 5000.0 * 1024.0 / ts[1] / 1e9
+    );
 }

@@ -24,7 +24,7 @@ impl Embeddings {
         if dim == 0 {
             return Err(Error::invalid(&source, "embedding dimension is 0"));
         }
-        if data.len() != rows * dim {
+        if rows.checked_mul(dim) != Some(data.len()) {
             return Err(Error::invalid(
                 &source,
                 format!("{} values do not fill {rows} rows of dimension {dim}", data.len()),

@@ -81,6 +81,22 @@ fn open_npy(path: &Path) -> Result<npyz::NpyFile<std::io::BufReader<std::fs::Fil
             "array is in Fortran order; save it in C order (np.ascontiguousarray)",
         ));
     }
+    // Refuse a header that promises more data than the file holds before allocating for it.
+    let len = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
+    let item = match f.dtype() {
+        npyz::DType::Plain(t) => t.num_bytes().unwrap_or(1) as u64,
+        _ => 1,
+    };
+    let need = f.shape().iter().try_fold(item, |a, &s| a.checked_mul(s));
+    if need.is_none_or(|n| n > len) {
+        return Err(Error::format(
+            path,
+            format!(
+                "header declares shape {:?}, more data than the file's {len} bytes",
+                f.shape()
+            ),
+        ));
+    }
     Ok(f)
 }
 

@@ -71,6 +71,13 @@ fn npy_f32_f64_and_fortran() {
         .unwrap_err()
         .to_string()
         .contains("empty"));
+    let p = write(
+        d.path(),
+        "huge.npy",
+        &npy_bytes("<f4", false, &[1 << 40, 1 << 20], &nan),
+    );
+    let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+    assert!(e.contains("more data than the file"), "{e}");
     let p = write(d.path(), "junk.npy", b"not an npy file at all");
     assert!(load_embeddings(p.to_str().unwrap())
         .unwrap_err()
