@@ -8,6 +8,10 @@
 //!   bandwidth, symmetric and batched Gram blocks (SPEC §3).
 //! - [`select`]: marginal-value scorers and selectors — MMR, GRN, centroid drift, DPP,
 //!   submodular coverage, hybrid, lexical — in gating and greedy modes (SPEC §1).
+//! - [`select::judge`]: the `Judge` trait for caller value models (an LLM judge) and the
+//!   paper's learned pre-retrieval controller (two-head MLP, safetensors weights).
+//! - [`pipeline`]: the stage-aware driver of Algorithm 1 with per-stage policies and the
+//!   paper's accounting.
 //! - [`backend`]: the backend boundary (CPU reference primitives; CUDA detection).
 //! - [`io`]: `.npy`, safetensors and JSON-lines loaders with errors that name the row.
 //! - [`demo`]: the built-in seeded synthetic pool behind `ctxprune demo`.
@@ -29,6 +33,7 @@ pub mod demo;
 pub mod embeddings;
 pub mod error;
 pub mod io;
+pub mod pipeline;
 pub mod rng;
 pub mod select;
 pub mod similarity;

@@ -4,6 +4,7 @@
 mod backend;
 mod cli;
 mod io;
+mod pipeline;
 mod scorers;
 mod slow;
 

@@ -97,20 +97,40 @@ impl Problem<'_> {
         lam * rel - (1.0 - lam) * if c.is_empty() { 0.0 } else { red }
     }
 
-    /// ‖x~ - P_C x~‖² by the normal equations of the retained unit vectors.
+    /// ‖x~ - P_C x~‖²: the projection on span(C) from the normal equations of a basis of
+    /// C's unit vectors (dependent ones, which add nothing to the span, dropped first).
     pub fn grn(&self, x: usize, c: &[usize]) -> f64 {
-        if c.is_empty() {
+        // A basis subset of C: keep a vector when its Gram determinant with the kept ones
+        // stays clearly positive.
+        let mut basis: Vec<usize> = vec![];
+        for &a in c {
+            let mut t = basis.clone();
+            t.push(a);
+            let g: Vec<Vec<f64>> = t
+                .iter()
+                .map(|&i| t.iter().map(|&j| self.c(i, j)).collect())
+                .collect();
+            let gb: Vec<Vec<f64>> = basis
+                .iter()
+                .map(|&i| basis.iter().map(|&j| self.c(i, j)).collect())
+                .collect();
+            let prev = if basis.is_empty() { 1.0 } else { det(gb) };
+            if det(g) / prev > 1e-9 {
+                basis.push(a);
+            }
+        }
+        if basis.is_empty() {
             return 1.0;
         }
-        let g: Vec<Vec<f64>> = c
+        let g: Vec<Vec<f64>> = basis
             .iter()
-            .map(|&a| c.iter().map(|&b| self.c(a, b)).collect())
+            .map(|&a| basis.iter().map(|&b| self.c(a, b)).collect())
             .collect();
-        let b: Vec<f64> = c.iter().map(|&a| self.c(a, x)).collect();
+        let b: Vec<f64> = basis.iter().map(|&a| self.c(a, x)).collect();
         let y = solve(&g, &b);
         let xu = unit(self.e.row(x));
         let mut p = vec![0.0; xu.len()];
-        for (k, &a) in c.iter().enumerate() {
+        for (k, &a) in basis.iter().enumerate() {
             for (pi, ai) in p.iter_mut().zip(unit(self.e.row(a))) {
                 *pi += y[k] * ai;
             }

@@ -30,6 +30,7 @@
 
 mod coverage;
 mod driver;
+pub mod judge;
 pub mod lexical;
 pub mod presets;
 mod scorers;
@@ -324,6 +325,11 @@ impl SelectConfig {
     #[must_use]
     pub fn method_kind(&self) -> Method {
         self.method
+    }
+    /// The mode.
+    #[must_use]
+    pub fn mode_kind(&self) -> Mode {
+        self.mode
     }
 }
 

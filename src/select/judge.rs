@@ -1,0 +1,257 @@
+//! Plug-in value models (marginal-value-pruning.txt §B.2–B.3; SPEC §1): the crate calls no
+//! LLM. A caller wraps its judge (an LLM prompt, a learned model, a rule) in [`Judge`] and
+//! hands it to the stage-aware pipeline at any stage. [`LearnedController`] is the paper's
+//! learned pre-retrieval controller, inference only: a two-head MLP over frozen encoder
+//! features plus structural features, weights from safetensors.
+
+use crate::error::{Error, Result};
+use std::path::Path;
+
+/// Which pruning point is asking (Algorithm 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// Candidate subqueries, before search.
+    PreRetrieval,
+    /// Retrieved items, against the accumulated context.
+    PostRetrieval,
+    /// The final context, before report generation.
+    PreSynthesis,
+}
+
+impl Stage {
+    /// A short name for reports.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::PreRetrieval => "pre_retrieval",
+            Stage::PostRetrieval => "post_retrieval",
+            Stage::PreSynthesis => "pre_synthesis",
+        }
+    }
+}
+
+/// One thing a judge is asked about: a subquery or a retrieved item.
+#[derive(Clone, Copy, Debug)]
+pub struct Candidate<'a> {
+    /// Its text.
+    pub text: &'a str,
+    /// Its embedding (from the caller's frozen encoder).
+    pub embedding: &'a [f32],
+    /// Depth in the research tree (0 for the root's children).
+    pub depth: usize,
+    /// Position among its siblings.
+    pub order: usize,
+}
+
+/// What a judge sees of the research state.
+#[derive(Clone, Copy, Debug)]
+pub struct JudgeContext<'a> {
+    /// The stage asking.
+    pub stage: Stage,
+    /// The root query's text.
+    pub query_text: &'a str,
+    /// The root query's embedding.
+    pub query: &'a [f32],
+    /// Embeddings of the items retained so far, in the order they were added.
+    pub retained: &'a [&'a [f32]],
+}
+
+/// A value model: one value per candidate, larger meaning more worth keeping. The
+/// pipeline keeps candidates whose value is at least its threshold.
+pub trait Judge {
+    /// Values of `candidates` in `ctx`; must return exactly one finite value each.
+    fn values(&mut self, ctx: &JudgeContext<'_>, candidates: &[Candidate<'_>]) -> Result<Vec<f64>>;
+}
+
+/// One dense layer `y = W x + b`, `W` row-major `out × in`.
+#[derive(Clone, Debug, PartialEq)]
+struct Dense {
+    w: Vec<f32>,
+    b: Vec<f32>,
+    out: usize,
+    inp: usize,
+}
+
+impl Dense {
+    fn forward(&self, x: &[f32]) -> Vec<f32> {
+        (0..self.out)
+            .map(|o| {
+                let row = &self.w[o * self.inp..(o + 1) * self.inp];
+                (crate::backend::cpu::dot(row, x) + f64::from(self.b[o])) as f32
+            })
+            .collect()
+    }
+}
+
+/// The learned pre-retrieval controller (§B.3): features are
+/// `[state embedding, candidate embedding, depth, order, retained count]`, a trunk of
+/// dense ReLU layers, then a regression head (predicted utility `g`) and a
+/// classification head (`p_keep = sigmoid(logit)`). The state embedding is the mean of
+/// the retained embeddings and the query (the caller's encoder already ran).
+///
+/// Safetensors layout (F32): `trunk.{i}.weight` `[out, in]` and `trunk.{i}.bias` `[out]`
+/// for i = 0, 1, ...; `reg.weight` `[1, h]`, `reg.bias` `[1]`; `cls.weight` `[1, h]`,
+/// `cls.bias` `[1]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LearnedController {
+    trunk: Vec<Dense>,
+    reg: Dense,
+    cls: Dense,
+}
+
+/// The controller's two outputs for one candidate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ControllerOutput {
+    /// Predicted utility `g^(x)`.
+    pub utility: f64,
+    /// Keep probability `p_keep(x)`.
+    pub p_keep: f64,
+}
+
+impl LearnedController {
+    /// Loads the weights from a safetensors file (layout in the type's docs).
+    pub fn load(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        Self::from_safetensors(&bytes, path)
+    }
+
+    /// Parses weights from safetensors bytes; `path` names them in errors.
+    pub fn from_safetensors(bytes: &[u8], path: &Path) -> Result<Self> {
+        let st = safetensors::SafeTensors::deserialize(bytes)
+            .map_err(|e| Error::format(path, format!("not a valid safetensors file: {e}")))?;
+        let layer = |name: &str| -> Result<Dense> {
+            let get = |t: &str| -> Result<(Vec<usize>, Vec<f32>)> {
+                let v = st
+                    .tensor(t)
+                    .map_err(|_| Error::format(path, format!("missing tensor '{t}'")))?;
+                if v.dtype() != safetensors::Dtype::F32 {
+                    return Err(Error::format(
+                        path,
+                        format!("tensor '{t}' is {:?}, expected F32", v.dtype()),
+                    ));
+                }
+                let data: Vec<f32> = v
+                    .data()
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                if let Some(i) = data.iter().position(|x| !x.is_finite()) {
+                    return Err(Error::format(
+                        path,
+                        format!("tensor '{t}' element {i} is not finite"),
+                    ));
+                }
+                Ok((v.shape().to_vec(), data))
+            };
+            let (ws, w) = get(&format!("{name}.weight"))?;
+            let (bs, b) = get(&format!("{name}.bias"))?;
+            if ws.len() != 2 || bs != [ws[0]] {
+                return Err(Error::format(
+                    path,
+                    format!("layer '{name}': weight {ws:?} and bias {bs:?} do not form a dense layer"),
+                ));
+            }
+            Ok(Dense {
+                w,
+                b,
+                out: ws[0],
+                inp: ws[1],
+            })
+        };
+        let mut trunk = Vec::new();
+        while st
+            .names()
+            .contains(&format!("trunk.{}.weight", trunk.len()).as_str())
+        {
+            trunk.push(layer(&format!("trunk.{}", trunk.len()))?);
+        }
+        let (reg, cls) = (layer("reg")?, layer("cls")?);
+        let mut width = trunk.first().map(|l| l.inp);
+        for (i, l) in trunk.iter().enumerate() {
+            if width != Some(l.inp) {
+                return Err(Error::format(
+                    path,
+                    format!("trunk.{i} takes {} inputs, previous layer gives {width:?}", l.inp),
+                ));
+            }
+            width = Some(l.out);
+        }
+        for (name, h) in [("reg", &reg), ("cls", &cls)] {
+            if h.out != 1 || width.is_some_and(|w| w != h.inp) {
+                return Err(Error::format(
+                    path,
+                    format!("head '{name}' must map {width:?} features to 1 output"),
+                ));
+            }
+        }
+        Ok(LearnedController { trunk, reg, cls })
+    }
+
+    /// Number of input features the network expects.
+    #[must_use]
+    pub fn input_width(&self) -> usize {
+        self.trunk.first().map_or(self.reg.inp, |l| l.inp)
+    }
+
+    /// Runs the network on one feature vector.
+    pub fn forward(&self, features: &[f32]) -> Result<ControllerOutput> {
+        if features.len() != self.input_width() {
+            return Err(Error::DimensionMismatch {
+                what: "controller features".into(),
+                expected: self.input_width(),
+                got: features.len(),
+            });
+        }
+        let mut h = features.to_vec();
+        for l in &self.trunk {
+            h = l.forward(&h).into_iter().map(|v| v.max(0.0)).collect();
+        }
+        let utility = f64::from(self.reg.forward(&h)[0]);
+        let logit = f64::from(self.cls.forward(&h)[0]);
+        Ok(ControllerOutput {
+            utility,
+            p_keep: 1.0 / (1.0 + (-logit).exp()),
+        })
+    }
+
+    /// The feature vector of a candidate in a state (see the type's docs).
+    pub fn features(ctx: &JudgeContext<'_>, c: &Candidate<'_>) -> Result<Vec<f32>> {
+        let d = ctx.query.len();
+        let mut state: Vec<f64> = ctx.query.iter().map(|&v| f64::from(v)).collect();
+        for (i, r) in ctx.retained.iter().enumerate() {
+            if r.len() != d {
+                return Err(Error::DimensionMismatch {
+                    what: format!("retained[{i}] vs query"),
+                    expected: d,
+                    got: r.len(),
+                });
+            }
+            state
+                .iter_mut()
+                .zip(r.iter())
+                .for_each(|(s, &v)| *s += f64::from(v));
+        }
+        if c.embedding.len() != d {
+            return Err(Error::DimensionMismatch {
+                what: "candidate vs query".into(),
+                expected: d,
+                got: c.embedding.len(),
+            });
+        }
+        let k = (ctx.retained.len() + 1) as f64;
+        let mut f: Vec<f32> = state.iter().map(|&s| (s / k) as f32).collect();
+        f.extend_from_slice(c.embedding);
+        f.extend([c.depth as f32, c.order as f32, ctx.retained.len() as f32]);
+        Ok(f)
+    }
+}
+
+impl Judge for LearnedController {
+    /// `p_keep` of every candidate.
+    fn values(&mut self, ctx: &JudgeContext<'_>, candidates: &[Candidate<'_>]) -> Result<Vec<f64>> {
+        candidates
+            .iter()
+            .map(|c| Ok(self.forward(&Self::features(ctx, c)?)?.p_keep))
+            .collect()
+    }
+}
