@@ -29,6 +29,17 @@ pub(crate) trait Scorer: Sync {
     fn floor(&self) -> Option<f64> {
         None
     }
+    /// Refreshes every `alive` candidate, writing its gain: one greedy step's bulk work.
+    /// This is the seam a device backend takes over (one launch per step over
+    /// device-resident caches); the default runs [`refresh`](Self::refresh) on every core.
+    fn refresh_all(&self, cands: &mut [Self::Cand], gains: &mut [f64], alive: &[bool]) {
+        cands
+            .par_iter_mut()
+            .zip(gains.par_iter_mut())
+            .enumerate()
+            .filter(|(x, _)| alive[*x])
+            .for_each(|(x, (c, g))| *g = self.refresh(x, c));
+    }
 }
 
 /// Why a greedy selection stopped.
@@ -119,17 +130,12 @@ fn add_retained<S: Scorer>(s: &mut S, retained: &[usize]) {
 /// order.
 pub(crate) fn gate<S: Scorer>(s: &mut S, n: usize, retained: &[usize]) -> Vec<(usize, f64)> {
     add_retained(s, retained);
-    let mut in_c = vec![false; n];
-    retained.iter().for_each(|&r| in_c[r] = true);
-    let s = &*s;
-    (0..n)
-        .into_par_iter()
-        .filter(|&x| !in_c[x])
-        .map(|x| {
-            let mut c = s.cand(x);
-            (x, s.refresh(x, &mut c))
-        })
-        .collect()
+    let mut alive = vec![true; n];
+    retained.iter().for_each(|&r| alive[r] = false);
+    let mut cands: Vec<S::Cand> = (0..n).into_par_iter().map(|x| s.cand(x)).collect();
+    let mut gains = vec![0.0; n];
+    s.refresh_all(&mut cands, &mut gains, &alive);
+    (0..n).filter(|&x| alive[x]).map(|x| (x, gains[x])).collect()
 }
 
 /// Greedy selection after `retained`: `(picks in order, their gains, why it stopped)`.
@@ -182,13 +188,7 @@ pub(crate) fn greedy<S: Scorer>(
                     any_dropped_for_budget = true;
                 }
             }
-            let sr = &*s;
-            cands
-                .par_iter_mut()
-                .zip(gains.par_iter_mut())
-                .enumerate()
-                .filter(|(x, _)| alive[*x])
-                .for_each(|(x, (c, g))| *g = sr.refresh(x, c));
+            s.refresh_all(&mut cands, &mut gains, &alive);
             if !lim.eager_only && s.monotone() {
                 // From here on gains only fall: switch to lazy refreshes.
                 let h: BinaryHeap<Entry> = (0..n)
