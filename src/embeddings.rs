@@ -133,9 +133,9 @@ impl Embeddings {
         }
         for r in self.data.chunks_exact_mut(dim) {
             // f64 accumulation: the norm of a 1024-d row in f32 loses ~3 digits.
+            // Divide in f64 and round once: rows equal up to scale become bit-identical.
             let n = r.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt();
-            let inv = (1.0 / n) as f32;
-            r.iter_mut().for_each(|v| *v *= inv);
+            r.iter_mut().for_each(|v| *v = (f64::from(*v) / n) as f32);
         }
         self.unit = true;
         Ok(())

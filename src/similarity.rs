@@ -256,12 +256,23 @@ pub fn gram_into(e: &Embeddings, kernel: Kernel, out: &mut [f32]) -> Result<()> 
         ));
     }
     let inv = e.inv_norms()?;
-    gram_fill(e, &inv, kernel, out, true);
+    gram_fill(e, &inv, kernel, out, true, true);
     Ok(())
 }
 
+/// The cosine Gram of rows that are already unit, with the diagonal as the GEMM computes
+/// it (`<e_i, e_i>`, 1 up to rounding) rather than forced to 1: bit-identical rows then
+/// get bit-identical rows of the Gram, so a duplicate's coverage gain is exactly 0.
+pub(crate) fn cosine_gram_computed_diag(e: &Embeddings) -> Result<Vec<f32>> {
+    let n = e.rows();
+    let mut out = vec![0.0f32; n * n];
+    let inv = e.inv_norms()?;
+    gram_fill(e, &inv, Kernel::Cosine, &mut out, true, false);
+    Ok(out)
+}
+
 /// Fills `out` (`n × n`); `parallel` lets GEMMs and passes use every core.
-fn gram_fill(e: &Embeddings, inv: &[f64], kernel: Kernel, out: &mut [f32], parallel: bool) {
+fn gram_fill(e: &Embeddings, inv: &[f64], kernel: Kernel, out: &mut [f32], parallel: bool, force_diag: bool) {
     let n = e.rows();
     if n == 0 {
         return;
@@ -277,6 +288,7 @@ fn gram_fill(e: &Embeddings, inv: &[f64], kernel: Kernel, out: &mut [f32], paral
         },
         kernel,
         parallel,
+        force_diag,
     };
     ctx.tri(0, n, out);
 }
@@ -289,6 +301,8 @@ struct Tri<'a> {
     inv: Option<Vec<f32>>,
     kernel: Kernel,
     parallel: bool,
+    /// Set the diagonal to `kernel(1)` exactly (else keep the computed one).
+    force_diag: bool,
 }
 
 impl Tri<'_> {
@@ -315,8 +329,12 @@ impl Tri<'_> {
                 let i = lo + r;
                 let (head, tail) = out.split_at_mut(r * n);
                 let row = &mut tail[..n];
-                self.epilogue(i, i + 1, &mut row[i + 1..hi]);
-                row[i] = diag;
+                if self.force_diag {
+                    self.epilogue(i, i + 1, &mut row[i + 1..hi]);
+                    row[i] = diag;
+                } else {
+                    self.epilogue(i, i, &mut row[i..hi]);
+                }
                 // Mirror into the earlier rows' lower parts is done by them: copy our
                 // lower part from the rows above, which already hold the kernel values.
                 for (k, prev) in head.chunks_exact(n).enumerate() {
@@ -373,7 +391,7 @@ pub fn gram_batched(pools: &[&Embeddings], kernel: Kernel) -> Result<Vec<Vec<f32
             let inv = e.inv_norms()?;
             let n = e.rows();
             let mut out = vec![0.0f32; n * n];
-            gram_fill(e, &inv, kernel, &mut out, false);
+            gram_fill(e, &inv, kernel, &mut out, false, true);
             Ok(out)
         })
         .collect()

@@ -12,7 +12,23 @@ use ctxprune::rng::Rng;
 use ctxprune::Embeddings;
 
 /// Seeded random pool: Gaussian rows, a query near a few rows, integer costs in [1, 50].
+/// Rows and query are unit-normalised (in f64, rounded once to f32), so the slow f64
+/// definitions and the crate read the same unit embeddings (SPEC: cosines are computed
+/// on unit-normalised embeddings).
 pub fn problem(n: usize, d: usize, seed: u64) -> (Embeddings, Vec<f32>, Vec<f64>) {
+    let (e, q, c) = raw_problem(n, d, seed);
+    let mut e = e;
+    e.normalize().unwrap();
+    (e, unit(&q), c)
+}
+
+/// A vector unit-normalised the way the crate does it.
+pub fn unit(v: &[f32]) -> Vec<f32> {
+    ctxprune::embeddings::unit_vector(v, "test").unwrap()
+}
+
+/// [`problem`] before normalisation.
+pub fn raw_problem(n: usize, d: usize, seed: u64) -> (Embeddings, Vec<f32>, Vec<f64>) {
     let mut rng = Rng::new(seed);
     let data: Vec<f32> = (0..n * d).map(|_| rng.normal() as f32).collect();
     let e = Embeddings::new(n, d, data, "random").unwrap();

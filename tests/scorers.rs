@@ -1,7 +1,7 @@
 //! Every scorer against the slow definitions of tests/slow.rs, in both modes, on seeded
 //! random problems of odd sizes; lazy greedy against eager greedy, item for item.
 
-use crate::slow::{self, Problem};
+use crate::slow::{self, Problem, StopRule};
 use crate::{assert_close, problem};
 use ctxprune::select::{lexical::Lexical, presets, select, Inputs, Method, Mode, SelectConfig, Stop};
 use ctxprune::Embeddings;
@@ -52,11 +52,12 @@ fn slow_value<'a>(m: Method, p: &'a Problem<'a>) -> Value<'a> {
     }
 }
 
-fn floor(m: Method) -> Option<f64> {
+fn floor(m: Method) -> StopRule {
     match m {
-        Method::Grn | Method::Dpp => Some(presets::RESIDUAL_EPS),
-        Method::Centroid => Some(f64::MIN_POSITIVE),
-        _ => None,
+        Method::Grn | Method::Dpp => StopRule::Floor(presets::RESIDUAL_EPS),
+        Method::Centroid => StopRule::Floor(presets::CENTROID_NOISE_FLOOR),
+        Method::Coverage => StopRule::None,
+        _ => StopRule::Positive,
     }
 }
 
@@ -229,7 +230,16 @@ fn lexical_mmr_matches_recomputation_from_scratch() {
             .fold(f64::NEG_INFINITY, f64::max);
         lam * lex.lexsim(x, texts.len()) - (1.0 - lam) * if c.is_empty() { 0.0 } else { red }
     };
-    let (want, want_g) = slow::greedy(texts.len(), &value, &[3], Some(12), None, None, None, None);
+    let (want, want_g) = slow::greedy(
+        texts.len(),
+        &value,
+        &[3],
+        Some(12),
+        None,
+        None,
+        None,
+        StopRule::Positive,
+    );
     let cfg = SelectConfig::new(Method::Lexical).k(12);
     let inp = Inputs {
         texts: Some(&texts),
@@ -327,7 +337,8 @@ fn budgets_and_paper_preset() {
         costs: Some(&costs),
         ..Inputs::default()
     };
-    let s = select(&SelectConfig::new(Method::Mmr).k(100), &inp).unwrap();
+    // MMR scores can be negative: a threshold of -1 lets greedy run to the end.
+    let s = select(&SelectConfig::new(Method::Mmr).k(100).threshold(-1.0), &inp).unwrap();
     assert_eq!(s.selected.len(), 31);
     assert!(
         s.notes
@@ -337,7 +348,11 @@ fn budgets_and_paper_preset() {
         s.notes
     );
     assert_eq!(s.stop, Some(Stop::Exhausted));
-    let s = select(&SelectConfig::new(Method::Mmr).token_budget(40.0), &inp).unwrap();
+    let s = select(
+        &SelectConfig::new(Method::Mmr).token_budget(40.0).threshold(-1.0),
+        &inp,
+    )
+    .unwrap();
     assert!(s.tokens_selected <= 40.0);
     assert_eq!(s.stop, Some(Stop::TokenBudget));
     let used: f64 = s.selected.iter().map(|&i| costs[i]).sum();
@@ -407,7 +422,16 @@ fn sparse_coverage_equals_dense_when_it_keeps_every_neighbour_and_matches_its_de
         cx.push(x);
         (f(&cx) - f(c)) / costs[x]
     };
-    let (want, want_g) = slow::greedy(53, &value, &[], None, Some(300.0), Some(&costs), None, None);
+    let (want, want_g) = slow::greedy(
+        53,
+        &value,
+        &[],
+        None,
+        Some(300.0),
+        Some(&costs),
+        None,
+        StopRule::None,
+    );
     let got = select(&cfg.coverage_dense_max(10).coverage_knn(r), &inp).unwrap();
     assert_eq!(got.selected, want);
     assert_close("sparse coverage", &got.gains, &want_g, 1e-5);
@@ -478,4 +502,99 @@ fn bad_inputs_are_errors_that_name_the_problem() {
         },
     );
     assert!(e2.contains("z.npy") && e2.contains("row 1"), "{e2}");
+}
+
+#[test]
+fn duplicates_and_rescaled_rows_tie_exactly() {
+    // The reviewer's cases: bit-identical unit rows with costs, and rows equal up to scale.
+    let v = [0.536_475_3f32, 0.843_916];
+    let e = Embeddings::from_rows(&[v, v, v, v, v], "dups").unwrap();
+    let costs = [2.0, 3.0, 3.0, 2.0, 1.0];
+    let inp = Inputs {
+        embeddings: Some(&e),
+        costs: Some(&costs),
+        ..Inputs::default()
+    };
+    let s = select(&SelectConfig::new(Method::Coverage).token_budget(6.0), &inp).unwrap();
+    assert_eq!(
+        s.selected,
+        vec![4, 0, 1],
+        "after the first pick every gain is exactly 0"
+    );
+    assert_eq!(&s.gains[1..], &[0.0, 0.0]);
+    let e = Embeddings::from_rows(&[[1.0f32, 1.0], [1.0, 1.0], [5.0, 5.0]], "scaled").unwrap();
+    let inp = Inputs {
+        embeddings: Some(&e),
+        ..Inputs::default()
+    };
+    assert_eq!(
+        select(&SelectConfig::new(Method::Coverage).k(2), &inp)
+            .unwrap()
+            .selected,
+        vec![0, 1]
+    );
+    let e = Embeddings::from_rows(&[[1.0f32, 1.0], [3.0, 3.0], [1.0, -1.0]], "scaled").unwrap();
+    let q = [1.0f32, 1.0];
+    let inp = Inputs {
+        embeddings: Some(&e),
+        query: Some(&q),
+        ..Inputs::default()
+    };
+    for m in [Method::Mmr, Method::Dpp] {
+        assert_eq!(
+            select(&SelectConfig::new(m).k(1), &inp).unwrap().selected,
+            vec![0],
+            "{}",
+            m.name()
+        );
+    }
+    // Rows near f32's range limits are normalised in f64 first: no overflow.
+    let big = Embeddings::from_rows(&[[1e20f32, 0.0], [1e20, 1e20], [0.0, 1e20]], "big").unwrap();
+    let inp = Inputs {
+        embeddings: Some(&big),
+        ..Inputs::default()
+    };
+    let g = select(
+        &SelectConfig::new(Method::Coverage)
+            .mode(Mode::Gate)
+            .threshold(-1.0),
+        &inp,
+    )
+    .unwrap();
+    let h = std::f64::consts::FRAC_1_SQRT_2;
+    assert_close(
+        "coverage on 1e20 rows",
+        &g.gains,
+        &[1.0 + h, 1.0 + 2.0 * h, 1.0 + h],
+        1e-6,
+    );
+}
+
+#[test]
+fn duplicates_in_a_large_pool_add_exactly_nothing_to_coverage() {
+    // N above the Gram's leaf size so duplicate pairs land in different GEMM calls.
+    let (e, q, _) = problem(700, 1024, 77);
+    let mut rows: Vec<Vec<f32>> = (0..700).map(|i| e.row(i).to_vec()).collect();
+    for (dst, src) in [(650, 3), (699, 20), (400, 399), (10, 690)] {
+        rows[dst] = rows[src].clone();
+    }
+    let e = Embeddings::from_rows(&rows, "dups").unwrap();
+    let inp = Inputs {
+        embeddings: Some(&e),
+        query: Some(&q),
+        ..Inputs::default()
+    };
+    let all = select(&SelectConfig::new(Method::Coverage), &inp).unwrap();
+    for (a, b) in [(650, 3), (699, 20), (400, 399), (10, 690)] {
+        let (pa, pb) = (
+            all.selected.iter().position(|&x| x == a).unwrap(),
+            all.selected.iter().position(|&x| x == b).unwrap(),
+        );
+        assert_eq!(
+            all.gains[pa.max(pb)],
+            0.0,
+            "the later of duplicates {a}, {b} has gain {}",
+            all.gains[pa.max(pb)]
+        );
+    }
 }

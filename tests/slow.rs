@@ -197,8 +197,19 @@ impl Problem<'_> {
     }
 }
 
+/// How a greedy run stops besides budgets (SPEC §1).
+#[derive(Clone, Copy)]
+pub enum StopRule {
+    /// Only budgets and the threshold (coverage).
+    None,
+    /// Also when the best value is below this (DPP/GRN eps, centroid noise floor).
+    Floor(f64),
+    /// Without a threshold, when the best value is not positive (MMR, lexical, hybrid).
+    Positive,
+}
+
 /// Plain greedy from the definition: best value among candidates that fit (ties to the
-/// lower index); stop on k, budget, threshold or `floor` (best < floor).
+/// lower index); stop on k, budget, threshold or the stop rule.
 #[allow(clippy::too_many_arguments)]
 pub fn greedy(
     n: usize,
@@ -208,7 +219,7 @@ pub fn greedy(
     budget: Option<f64>,
     costs: Option<&[f64]>,
     tau: Option<f64>,
-    floor: Option<f64>,
+    rule: StopRule,
 ) -> (Vec<usize>, Vec<f64>) {
     let mut c = retained.to_vec();
     let (mut picks, mut gains) = (vec![], vec![]);
@@ -229,7 +240,12 @@ pub fn greedy(
             }
         }
         let Some((x, v)) = best else { break };
-        if tau.is_some_and(|t| v < t) || floor.is_some_and(|f| v < f) {
+        let stop = match rule {
+            StopRule::None => false,
+            StopRule::Floor(f) => v < f,
+            StopRule::Positive => tau.is_none() && v <= 0.0,
+        };
+        if tau.is_some_and(|t| v < t) || stop {
             break;
         }
         c.push(x);

@@ -33,16 +33,18 @@ const SPARSE_ROWS: usize = 64;
 
 impl<'a> Coverage<'a> {
     pub fn build(d: &Dense<'_>, costs: Option<&'a [f64]>, dense_max: usize, knn: usize) -> Result<Self> {
-        let e = d.e;
+        let e: &crate::embeddings::Embeddings = &d.e;
         let n = e.rows();
         let w = d.weights();
         let w = if w.is_empty() { vec![1.0; n] } else { w };
         let sim = if n <= dense_max {
-            let mut s = crate::similarity::gram(e, crate::similarity::Kernel::Cosine)?;
+            // Rows are unit (Dense normalised them); the computed diagonal keeps
+            // duplicates' rows of `s` bit-identical (each covers itself by w(i)<e~i,e~i>,
+            // w(i) up to f32 rounding).
+            let mut s = crate::similarity::cosine_gram_computed_diag(e)?;
             s.par_chunks_mut(n.max(1)).enumerate().for_each(|(i, row)| {
                 let wi = w[i] as f32;
                 row.iter_mut().for_each(|v| *v = (wi * *v).max(0.0));
-                row[i] = wi;
             });
             Sim::Dense { n, s }
         } else {
@@ -69,10 +71,10 @@ impl<'a> Coverage<'a> {
                     for (k, row) in block.chunks_mut(n).enumerate() {
                         let i = r0 + k;
                         let wi = w[i];
-                        for (j, v) in row.iter_mut().enumerate() {
-                            *v = ((wi * f64::from(*v) * d.inv[i] * d.inv[j]) as f32).max(0.0);
-                        }
-                        row[i] = wi as f32;
+                        // Unit rows: the GEMM's value is the cosine (diagonal as computed,
+                        // as in the dense path).
+                        let wf = wi as f32;
+                        row.iter_mut().for_each(|v| *v = (wf * *v).max(0.0));
                         order.clear();
                         order.extend(0..n as u32);
                         let by =

@@ -29,6 +29,11 @@ pub(crate) trait Scorer: Sync {
     fn floor(&self) -> Option<f64> {
         None
     }
+    /// Without a threshold, greedy stops when the best value is not positive (SPEC §1:
+    /// "no candidate has positive gain"); a threshold, when given, replaces this rule.
+    fn stops_at_non_positive(&self) -> bool {
+        false
+    }
     /// Refreshes every `alive` candidate, writing its gain: one greedy step's bulk work.
     /// This is the seam a device backend takes over (one launch per step over
     /// device-resident caches); the default runs [`refresh`](Self::refresh) on every core.
@@ -212,8 +217,10 @@ pub(crate) fn greedy<S: Scorer>(
             };
         };
         let g = gains[x];
-        if lim.threshold.is_some_and(|t| g < t) {
-            break Stop::Threshold;
+        match lim.threshold {
+            Some(t) if g < t => break Stop::Threshold,
+            None if s.stops_at_non_positive() && g <= 0.0 => break Stop::NoGain,
+            _ => {}
         }
         if s.floor().is_some_and(|f| g < f) {
             break Stop::NoGain;

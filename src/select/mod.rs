@@ -21,10 +21,10 @@
 //! ```
 //! use ctxprune::{Embeddings, select::{select, Inputs, Method, SelectConfig}};
 //! let e = Embeddings::new(3, 2, vec![1.0, 0.0, 0.99, 0.1, 0.0, 1.0], "docs")?;
-//! let q = [1.0f32, 0.0];
+//! let q = [1.0f32, 0.5];
 //! let cfg = SelectConfig::new(Method::Mmr).k(2);
 //! let sel = select(&cfg, &Inputs { embeddings: Some(&e), query: Some(&q), ..Inputs::default() })?;
-//! assert_eq!(sel.selected, vec![0, 2]); // the near-duplicate of 0 loses to the new direction
+//! assert_eq!(sel.selected, vec![1, 2]); // 0, a near-duplicate of 1, loses to the new direction
 //! # Ok::<(), ctxprune::Error>(())
 //! ```
 
@@ -515,7 +515,7 @@ pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
         eager_only: cfg.eager_only,
     };
     let dense = match inp.embeddings {
-        Some(e) if m != Method::Lexical => Some(Dense::new(e, e.inv_norms()?, query)?),
+        Some(e) if m != Method::Lexical => Some(Dense::new(e, query)?),
         _ => None,
     };
     let out = match m {
@@ -530,7 +530,13 @@ pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
                 .ok_or_else(|| Error::invalid("embeddings", "missing"))?;
             match m {
                 Method::Mmr => run_scorer(&mut Mmr::new(d, lambda), cfg.mode, n, inp.retained, &lim),
-                Method::Grn => run_scorer(&mut Grn::new(d), cfg.mode, n, inp.retained, &lim),
+                Method::Grn => run_scorer(
+                    &mut Grn::new(d, cfg.residual_eps),
+                    cfg.mode,
+                    n,
+                    inp.retained,
+                    &lim,
+                ),
                 Method::Centroid => run_scorer(&mut Centroid::new(d), cfg.mode, n, inp.retained, &lim),
                 Method::Dpp => run_scorer(
                     &mut Dpp::new(d, cfg.residual_eps),
@@ -552,7 +558,7 @@ pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
                         run_scorer(&mut { cov }, cfg.mode, n, inp.retained, &lim)
                     } else {
                         let mut h = Hybrid {
-                            grn: Grn::new(d),
+                            grn: Grn::new(d, cfg.residual_eps),
                             cov,
                             w: weights,
                         };

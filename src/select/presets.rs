@@ -32,6 +32,10 @@ pub const LEXICAL_WEIGHTS: [f64; 2] = [0.5, 0.5];
 /// are computed from `f64`-accumulated inner products, so 1e-10 is resolvable.
 pub const RESIDUAL_EPS: f64 = 1e-10;
 
+/// Centroid drift stops when no candidate's drift exceeds this: `1 - cos` of unit vectors
+/// computed in `f64` carries ~1e-16 of rounding, so smaller values are no evidence of drift.
+pub const CENTROID_NOISE_FLOOR: f64 = 1e-12;
+
 /// Facility location keeps the dense `N × N` similarity up to this pool size
 /// (256 MiB of `f32`); above it, a sparse k-nearest-neighbour similarity.
 pub const COVERAGE_DENSE_MAX: usize = 8192;

@@ -7,20 +7,33 @@ use super::driver::Scorer;
 use crate::backend::cpu;
 use crate::embeddings::Embeddings;
 
-/// Cosines over a pool without normalising it: `cos(i, j) = <e_i, e_j> / (‖e_i‖ ‖e_j‖)`,
-/// every inner product accumulated in `f64`.
+/// Cosines over a pool of unit-normalised rows (SPEC: "computed on unit-normalized
+/// embeddings"; a unit copy is made unless the rows are already unit), every inner product
+/// accumulated in `f64` and divided by the unit rows' exact `f64` norms:
+/// `cos(i, j) = <e~_i, e~_j> / (‖e~_i‖ ‖e~_j‖)`. Normalising first makes rows that differ
+/// only in scale bit-identical, so their scores tie exactly and the lower index wins;
+/// dividing by the exact norms keeps residuals of in-span vectors at ~1e-16.
 pub(crate) struct Dense<'a> {
-    pub e: &'a Embeddings,
+    pub e: std::borrow::Cow<'a, Embeddings>,
     pub inv: Vec<f64>,
     /// `cos(x, q)` for every row, when there is a query.
     pub rel: Option<Vec<f64>>,
 }
 
 impl<'a> Dense<'a> {
-    pub fn new(e: &'a Embeddings, inv: Vec<f64>, query: Option<&[f32]>) -> crate::Result<Self> {
+    pub fn new(e: &'a Embeddings, query: Option<&[f32]>) -> crate::Result<Self> {
+        let e = if e.is_unit() {
+            std::borrow::Cow::Borrowed(e)
+        } else {
+            std::borrow::Cow::Owned(e.normalized()?)
+        };
+        let inv = e.inv_norms()?;
         let rel = match query {
             None => None,
             Some(q) => {
+                // Only checked: relevance divides by the query's exact norm, and scaling
+                // the query scales every candidate's relevance alike.
+                crate::embeddings::unit_vector(q, "query")?;
                 let inv_q = 1.0 / cpu::dot(q, q).sqrt();
                 let mut r = vec![0.0; e.rows()];
                 cpu::matvec(e.as_slice(), e.dim(), q, &mut r);
@@ -115,6 +128,9 @@ impl<S: Similarity> Scorer for Mmr<S> {
     fn monotone(&self) -> bool {
         !self.picks.is_empty() && self.lambda <= 1.0
     }
+    fn stops_at_non_positive(&self) -> bool {
+        true
+    }
 }
 
 /// GRN: `‖x~ - P_C x~‖²` with one orthonormal basis of span(C) kept in `f64`
@@ -122,11 +138,18 @@ impl<S: Similarity> Scorer for Mmr<S> {
 pub(crate) struct Grn<'a> {
     pub d: &'a Dense<'a>,
     basis: Vec<Vec<f64>>,
+    eps: f64,
 }
 
 impl<'a> Grn<'a> {
-    pub fn new(d: &'a Dense<'a>) -> Self {
-        Grn { d, basis: Vec::new() }
+    /// `eps`: the stopping residual, and the residual below which an added vector is
+    /// taken to lie in the span already kept (it adds no basis vector).
+    pub fn new(d: &'a Dense<'a>, eps: f64) -> Self {
+        Grn {
+            d,
+            basis: Vec::new(),
+            eps,
+        }
     }
 }
 
@@ -161,7 +184,7 @@ impl Scorer for Grn<'_> {
         }
         let nn: f64 = v.iter().map(|a| a * a).sum();
         // A direction already in the span adds nothing to the basis.
-        if nn > super::presets::RESIDUAL_EPS {
+        if nn > self.eps {
             let s = 1.0 / nn.sqrt();
             v.iter_mut().for_each(|a| *a *= s);
             self.basis.push(v);
@@ -171,7 +194,7 @@ impl Scorer for Grn<'_> {
         true
     }
     fn floor(&self) -> Option<f64> {
-        Some(super::presets::RESIDUAL_EPS)
+        Some(self.eps)
     }
 }
 
@@ -299,7 +322,9 @@ impl Scorer for Centroid<'_> {
         false
     }
     fn floor(&self) -> Option<f64> {
-        Some(f64::MIN_POSITIVE) // stop when no candidate has positive gain
+        // "No positive gain" at f64 resolution: 1 - cos of two unit vectors carries
+        // ~1e-16 of rounding, so smaller drifts are not evidence of any.
+        Some(super::presets::CENTROID_NOISE_FLOOR)
     }
 }
 
@@ -333,5 +358,8 @@ impl Scorer for Hybrid<'_> {
     // The relevance term is fixed; GRN and coverage gains only fall.
     fn monotone(&self) -> bool {
         self.w[1] >= 0.0 && self.w[2] >= 0.0
+    }
+    fn stops_at_non_positive(&self) -> bool {
+        true
     }
 }
