@@ -38,9 +38,14 @@ fn ext(path: &Path) -> String {
 /// (`FILE.safetensors:NAME` picks a tensor; without a name the file must hold one tensor
 /// or one called `embeddings`), `.jsonl` / `.json` / `.ndjson`.
 pub fn load_embeddings(spec: &str) -> Result<Loaded> {
-    let (path, tensor) = match spec.rsplit_once(':') {
-        Some((p, name)) if p.to_ascii_lowercase().ends_with(".safetensors") => (Path::new(p), Some(name)),
-        _ => (Path::new(spec), None),
+    // `FILE.safetensors:NAME`: split after the first ".safetensors:", so tensor names may
+    // hold ':' too.
+    let (path, tensor) = match spec.to_ascii_lowercase().find(".safetensors:") {
+        Some(i) => {
+            let cut = i + ".safetensors".len();
+            (Path::new(&spec[..cut]), Some(&spec[cut + 1..]))
+        }
+        None => (Path::new(spec), None),
     };
     match ext(path).as_str() {
         "npy" => {
@@ -73,6 +78,16 @@ fn open_npy(path: &Path) -> Result<npyz::NpyFile<std::io::BufReader<std::fs::Fil
     if file.metadata().map_err(|e| Error::io(path, e))?.len() == 0 {
         return Err(Error::format(path, "file is empty"));
     }
+    let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    if let (hl, Some(shape)) = npy_header(path)? {
+        let count = shape.iter().try_fold(1u64, |a, &s| a.checked_mul(s));
+        if count.is_none_or(|c| c > file_len.saturating_sub(hl)) {
+            return Err(Error::format(
+                path,
+                format!("header declares shape {shape:?}, more data than the file's {file_len} bytes"),
+            ));
+        }
+    }
     let f = npyz::NpyFile::new(std::io::BufReader::with_capacity(1 << 20, file))
         .map_err(|e| Error::format(path, format!("not a valid .npy file: {e}")))?;
     if f.order() != npyz::Order::C {
@@ -81,14 +96,31 @@ fn open_npy(path: &Path) -> Result<npyz::NpyFile<std::io::BufReader<std::fs::Fil
             "array is in Fortran order; save it in C order (np.ascontiguousarray)",
         ));
     }
-    // Refuse a header that promises more data than the file holds before allocating for it.
-    let len = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
     let item = match f.dtype() {
-        npyz::DType::Plain(t) => t.num_bytes().unwrap_or(1) as u64,
-        _ => 1,
+        npyz::DType::Plain(t)
+            if matches!(
+                t.type_char(),
+                npyz::TypeChar::Float | npyz::TypeChar::Int | npyz::TypeChar::Uint
+            ) =>
+        {
+            t.num_bytes().unwrap_or(1) as u64
+        }
+        d => {
+            return Err(Error::format(
+                path,
+                format!(
+                    "unsupported dtype {}: expected a float or integer array",
+                    d.descr()
+                ),
+            ))
+        }
     };
+    // The data must fill the file exactly: refuse a header that promises more than the
+    // file holds (before allocating for it), and trailing bytes a writer did not mean.
+    let len = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
     let need = f.shape().iter().try_fold(item, |a, &s| a.checked_mul(s));
-    if need.is_none_or(|n| n > len) {
+    let data_len = len.checked_sub(npy_header_len(path)?);
+    if need.is_none() || need > data_len {
         return Err(Error::format(
             path,
             format!(
@@ -97,7 +129,74 @@ fn open_npy(path: &Path) -> Result<npyz::NpyFile<std::io::BufReader<std::fs::Fil
             ),
         ));
     }
+    if need != data_len {
+        return Err(Error::format(
+            path,
+            format!(
+                "{} bytes after the data of shape {:?}",
+                data_len.unwrap_or(0) - need.unwrap_or(0),
+                f.shape()
+            ),
+        ));
+    }
     Ok(f)
+}
+
+/// Bytes before the data: magic (6), version (2), header length (2 bytes in format 1,
+/// 4 in formats 2 and 3), header.
+fn npy_header_len(path: &Path) -> Result<u64> {
+    Ok(npy_header(path)?.0)
+}
+
+/// The header length and the declared shape, read before npyz parses the header: npyz
+/// multiplies the shape without overflow checks (a crafted header panics in it), so a
+/// shape whose element count overflows or exceeds the file is refused here first.
+fn npy_header(path: &Path) -> Result<(u64, Option<Vec<u64>>)> {
+    use std::io::Read;
+    let bad = |m: String| Error::format(path, m);
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut head = [0u8; 12];
+    f.read_exact(&mut head)
+        .map_err(|e| bad(format!("not a valid .npy file (truncated header: {e})")))?;
+    if &head[..6] != b"\x93NUMPY" {
+        return Err(bad("not a valid .npy file (no \\x93NUMPY magic)".into()));
+    }
+    let (start, len) = match head[6] {
+        1 => (10u64, u64::from(u16::from_le_bytes([head[8], head[9]]))),
+        _ => (
+            12u64,
+            u64::from(u32::from_le_bytes([head[8], head[9], head[10], head[11]])),
+        ),
+    };
+    if len > 1 << 20 {
+        return Err(bad(format!("not a valid .npy file (header of {len} bytes)")));
+    }
+    let mut text = vec![0u8; (start + len) as usize];
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    f.read_exact(&mut text)
+        .map_err(|e| bad(format!("not a valid .npy file (truncated header: {e})")))?;
+    let text = String::from_utf8_lossy(&text[start as usize..]);
+    let shape = text.find("shape").and_then(|i| {
+        let open = i + text[i..].find('(')?;
+        let close = open + text[open..].find(')')?;
+        Some(&text[open + 1..close])
+    });
+    let shape = match shape {
+        None => None,
+        Some(inner) => Some(
+            inner
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(|t| {
+                    t.trim_end_matches('L')
+                        .parse::<u64>()
+                        .map_err(|_| bad(format!("shape entry '{t}' is not a size")))
+                })
+                .collect::<Result<Vec<u64>>>()?,
+        ),
+    };
+    Ok((start + len, shape))
 }
 
 /// Reads the values of `f` as `$out`, trying each element type in turn (npyz reads only
@@ -226,7 +325,7 @@ fn load_jsonl(path: &Path) -> Result<Loaded> {
     let text = std::str::from_utf8(&bytes).map_err(|e| Error::format(path, format!("not UTF-8: {e}")))?;
     let mut rows: Vec<f32> = Vec::new();
     let mut dim = None;
-    let (mut tokens, mut texts) = (Some(Vec::new()), Some(Vec::new()));
+    let (mut tokens, mut texts) = (Column::new("tokens"), Column::new("text"));
     let mut n = 0usize;
     for (ln, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -245,11 +344,14 @@ fn load_jsonl(path: &Path) -> Result<Loaded> {
             let f = x
                 .as_f64()
                 .ok_or_else(|| at(format!("embedding[{j}] is not a number: {x}")))?;
-            let f = f as f32;
-            if !f.is_finite() {
-                return Err(at(format!("embedding[{j}] = {f} is not finite")));
+            let v = f as f32;
+            if !v.is_finite() {
+                return Err(at(format!("embedding[{j}] = {f} does not fit in f32")));
             }
-            rows.push(f);
+            if v == 0.0 && f != 0.0 {
+                return Err(at(format!("embedding[{j}] = {f} underflows f32 to 0")));
+            }
+            rows.push(v);
         }
         match dim {
             None => dim = Some(emb.len()),
@@ -261,25 +363,23 @@ fn load_jsonl(path: &Path) -> Result<Loaded> {
             }
             _ => {}
         }
+        let line = ln + 1;
         match obj.get("tokens") {
-            Some(t) => {
-                let t = t
-                    .as_f64()
-                    .ok_or_else(|| at(format!("\"tokens\" is not a number: {t}")))?;
-                if let Some(v) = tokens.as_mut() {
-                    v.push(t);
-                }
-            }
-            None => tokens = None,
+            Some(t) => tokens.push(
+                line,
+                t.as_f64()
+                    .ok_or_else(|| at(format!("\"tokens\" is not a number: {t}")))?,
+            ),
+            None => tokens.missing(line),
         }
         match obj.get("text") {
-            Some(t) => {
-                let t = t.as_str().ok_or_else(|| at("\"text\" is not a string".into()))?;
-                if let Some(v) = texts.as_mut() {
-                    v.push(t.to_string());
-                }
-            }
-            None => texts = None,
+            Some(t) => texts.push(
+                line,
+                t.as_str()
+                    .ok_or_else(|| at("\"text\" is not a string".into()))?
+                    .to_string(),
+            ),
+            None => texts.missing(line),
         }
         n += 1;
     }
@@ -287,9 +387,82 @@ fn load_jsonl(path: &Path) -> Result<Loaded> {
     let e = Embeddings::new(n, dim, rows, path.display().to_string())?;
     Ok(Loaded {
         embeddings: e,
-        tokens,
-        texts,
+        tokens: tokens.finish(path)?,
+        texts: texts.finish(path)?,
     })
+}
+
+/// An optional per-row JSON field: kept when every row has it, an error naming the lines
+/// when only some do (rather than silently dropping the column).
+struct Column<T> {
+    name: &'static str,
+    values: Vec<T>,
+    present: Option<usize>,
+    missing: Option<usize>,
+}
+
+impl<T> Column<T> {
+    fn new(name: &'static str) -> Self {
+        Column {
+            name,
+            values: Vec::new(),
+            present: None,
+            missing: None,
+        }
+    }
+    fn push(&mut self, line: usize, v: T) {
+        self.present.get_or_insert(line);
+        self.values.push(v);
+    }
+    fn missing(&mut self, line: usize) {
+        self.missing.get_or_insert(line);
+    }
+    fn finish(self, path: &Path) -> Result<Option<Vec<T>>> {
+        match (self.present, self.missing) {
+            (Some(p), Some(m)) => Err(Error::format(
+                path,
+                format!(
+                    "line {p} has \"{}\" but line {m} does not: give it on every line or on none",
+                    self.name
+                ),
+            )),
+            (Some(_), None) => Ok(Some(self.values)),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// Loads pool texts: JSON lines with `"text"` (required) and `"tokens"` (on every line
+/// or on none).
+pub fn load_texts(path: &Path) -> Result<(Vec<String>, Option<Vec<f64>>)> {
+    let bytes = read(path)?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| Error::format(path, format!("not UTF-8: {e}")))?;
+    let (mut texts, mut tokens) = (Vec::new(), Column::new("tokens"));
+    for (ln, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = |m: String| Error::format(path, format!("line {}: {m}", ln + 1));
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| at(format!("invalid JSON: {e}")))?;
+        let t = v
+            .get("text")
+            .and_then(|t| t.as_str())
+            .ok_or_else(|| at("missing \"text\" (a string)".into()))?;
+        texts.push(t.to_string());
+        match v.get("tokens") {
+            Some(k) => tokens.push(
+                ln + 1,
+                k.as_f64()
+                    .ok_or_else(|| at(format!("\"tokens\" is not a number: {k}")))?,
+            ),
+            None => tokens.missing(ln + 1),
+        }
+    }
+    if texts.is_empty() {
+        return Err(Error::format(path, "no rows (every line is blank)"));
+    }
+    Ok((texts, tokens.finish(path)?))
 }
 
 /// Loads a query vector: a `.npy` of shape `(d,)` or `(1, d)`, or a JSON array of numbers.

@@ -300,3 +300,54 @@ fn demo_runs_every_scorer_in_both_modes() {
         );
     }
 }
+
+#[test]
+fn argument_errors_are_one_line_too() {
+    let d = tmp();
+    let (e, q) = fixture(d.path());
+    for (args, want) in [
+        (vec!["select", "--bogus"], "--bogus"),
+        (
+            vec!["select", "--method", "mmr", "--embeddings", &e, "--k", "-3"],
+            "--k",
+        ),
+        (
+            vec![
+                "select",
+                "--method",
+                "mmr",
+                "--embeddings",
+                &e,
+                "--query",
+                &q,
+                "--lambda",
+                "-0.5",
+            ],
+            "lambda",
+        ),
+        (
+            vec!["select", "--method", "grn", "--embeddings", &e, "--lambda", "0.5"],
+            "applies to mmr and lexical",
+        ),
+        (
+            vec![
+                "select",
+                "--method",
+                "grn",
+                "--embeddings",
+                &e,
+                "--mode",
+                "gate",
+                "--k",
+                "3",
+            ],
+            "greedy mode",
+        ),
+    ] {
+        let (code, out, err) = run(&args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}

@@ -174,3 +174,73 @@ fn jsonl_rows_tokens_texts_and_errors() {
         .to_string()
         .contains("/nonexistent/x.npy"));
 }
+
+#[test]
+fn loader_edge_cases_are_errors_not_silent_changes() {
+    let d = tmp();
+    let f4: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    // Trailing bytes after the data.
+    let mut extra = npy_bytes("<f4", false, &[1, 2], &f4);
+    extra.extend_from_slice(&[0, 0, 0, 0]);
+    let p = write(d.path(), "extra.npy", &extra);
+    assert!(load_embeddings(p.to_str().unwrap())
+        .unwrap_err()
+        .to_string()
+        .contains("4 bytes after the data"));
+    // A shape whose byte count overflows u64, and one that wraps usize.
+    for (name, shape) in [
+        ("ovf.npy", [1usize << 40, 1 << 40]),
+        ("wrap.npy", [1 << 32, 1 << 32]),
+    ] {
+        let p = write(d.path(), name, &npy_bytes("<f4", false, &shape, &f4));
+        let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+        assert!(e.contains("more data than the file"), "{name}: {e}");
+    }
+    // Datetimes are not numbers.
+    let p = write(
+        d.path(),
+        "dt.npy",
+        &npy_bytes("<M8[s]", false, &[1, 1], &[0u8; 8]),
+    );
+    assert!(load_embeddings(p.to_str().unwrap())
+        .unwrap_err()
+        .to_string()
+        .contains("unsupported dtype"));
+    // JSON lines: tokens on some rows only, a value that underflows f32.
+    let p = write(
+        d.path(),
+        "mixed.jsonl",
+        b"{\"embedding\": [1, 0], \"tokens\": 3}\n{\"embedding\": [0, 1]}\n",
+    );
+    let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+    assert!(e.contains("line 1 has \"tokens\" but line 2 does not"), "{e}");
+    let p = write(d.path(), "tiny.jsonl", b"{\"embedding\": [1, 1e-50]}\n");
+    assert!(load_embeddings(p.to_str().unwrap())
+        .unwrap_err()
+        .to_string()
+        .contains("underflows"));
+    let p = write(
+        d.path(),
+        "texts.jsonl",
+        b"{\"text\": \"a\", \"tokens\": 2}\n{\"text\": \"b\"}\n",
+    );
+    assert!(ctxprune::io::load_texts(&p)
+        .unwrap_err()
+        .to_string()
+        .contains("line 2 does not"));
+    // Safetensors tensor names may contain ':'.
+    use safetensors::{serialize, tensor::TensorView, Dtype};
+    let t = TensorView::new(Dtype::F32, vec![1, 2], &f4).unwrap();
+    let p = write(
+        d.path(),
+        "n.safetensors",
+        &serialize(vec![("enc:emb", t)], None).unwrap(),
+    );
+    assert_eq!(
+        load_embeddings(&format!("{}:enc:emb", p.display()))
+            .unwrap()
+            .embeddings
+            .row(0),
+        &[1.0, 2.0]
+    );
+}

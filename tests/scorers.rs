@@ -117,6 +117,54 @@ fn greedy_matches_slow_definition_item_for_item() {
 }
 
 #[test]
+fn non_default_parameters_match_slow_definition() {
+    // Hybrid with the paper's printed sign (-beta: not monotone, so greedy runs eagerly)
+    // and MMR with a lambda other than the preset.
+    for (s, &(n, d)) in SIZES.iter().enumerate() {
+        let (e, q, costs) = problem(n, d, 400 + s as u64);
+        let p = Problem {
+            e: &e,
+            q: Some(&q),
+            costs: Some(&costs),
+        };
+        let w = [0.4, -0.3, 0.3];
+        let hybrid = |x: usize, c: &[usize]| {
+            w[0] * slow::cos(e.row(x), &q) + w[1] * p.grn(x, c) + w[2] * p.coverage(x, c)
+        };
+        let mmr = |x: usize, c: &[usize]| p.mmr(0.7, x, c);
+        let inp = Inputs {
+            embeddings: Some(&e),
+            query: Some(&q),
+            costs: Some(&costs),
+            ..Inputs::default()
+        };
+        for (m, cfg, value, tol) in [
+            (
+                Method::Hybrid,
+                SelectConfig::new(Method::Hybrid).weights(w),
+                &hybrid as &dyn Fn(usize, &[usize]) -> f64,
+                TOL_F32_SIM,
+            ),
+            (Method::Mmr, SelectConfig::new(Method::Mmr).lambda(0.7), &mmr, TOL),
+        ] {
+            let (want, want_g) = slow::greedy(
+                n,
+                value,
+                &[],
+                Some(n / 2 + 1),
+                Some(120.0),
+                Some(&costs),
+                None,
+                StopRule::Positive,
+            );
+            let got = select(&cfg.k(n / 2 + 1).token_budget(120.0), &inp).unwrap();
+            assert_eq!(got.selected, want, "{} n={n}", m.name());
+            assert_close(&format!("{} n={n}", m.name()), &got.gains, &want_g, tol);
+        }
+    }
+}
+
+#[test]
 fn greedy_with_retained_set_and_threshold_matches_slow_definition() {
     for (s, &(n, d)) in SIZES.iter().enumerate() {
         let (e, q, _) = problem(n, d, 200 + s as u64);
@@ -194,12 +242,22 @@ fn gate_scores_every_candidate_as_the_definition_does() {
                 &want,
                 tol(m),
             );
-            // With a real threshold, exactly the candidates at or above it are kept.
-            let tau = got.gains[want.len() / 2];
+            // With a threshold halfway between two slow values (far from both), exactly
+            // the candidates the definition puts above it are kept.
+            let mut sorted = want.clone();
+            sorted.sort_by(f64::total_cmp);
+            let Some(w2) = sorted
+                .windows(2)
+                .skip(sorted.len() / 3)
+                .find(|w| w[1] - w[0] > 1e-4)
+            else {
+                continue;
+            };
+            let tau = (w2[0] + w2[1]) / 2.0;
             let kept = select(&cfg.clone().threshold(tau), &inp).unwrap();
             let want_kept: Vec<usize> = cands
                 .iter()
-                .zip(&got.gains)
+                .zip(&want)
                 .filter(|(_, &v)| v >= tau)
                 .map(|(&x, _)| x)
                 .collect();
@@ -211,7 +269,9 @@ fn gate_scores_every_candidate_as_the_definition_does() {
 #[test]
 fn lexical_mmr_matches_recomputation_from_scratch() {
     let mut rng = ctxprune::rng::Rng::new(5);
-    let words = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"];
+    let words = [
+        "Alpha", "beta,", "GAMMA", "délta", "eps!", "zeta-eta", "x2", "θήτα",
+    ];
     let texts: Vec<String> = (0..29)
         .map(|_| {
             (0..3 + rng.below(9))
@@ -220,16 +280,24 @@ fn lexical_mmr_matches_recomputation_from_scratch() {
                 .join(" ")
         })
         .collect();
-    let query = "alpha beta gamma";
-    let lex = Lexical::new(&texts, query, presets::LEXICAL_WEIGHTS);
+    let query = "alpha Beta gamma délta";
+    // LexSim recomputed independently of the crate's lexical module (slow::LexSim).
+    let lex = slow::LexSim::new(&texts, query);
     let lam = presets::LEXICAL_LAMBDA;
     let value = |x: usize, c: &[usize]| {
-        let red = c
-            .iter()
-            .map(|&j| lex.lexsim(x, j))
-            .fold(f64::NEG_INFINITY, f64::max);
-        lam * lex.lexsim(x, texts.len()) - (1.0 - lam) * if c.is_empty() { 0.0 } else { red }
+        let red = c.iter().map(|&j| lex.sim(x, j)).fold(f64::NEG_INFINITY, f64::max);
+        lam * lex.sim(x, texts.len()) - (1.0 - lam) * if c.is_empty() { 0.0 } else { red }
     };
+    // The crate's own similarity agrees with the independent one on every pair.
+    let crate_lex = Lexical::new(&texts, query, presets::LEXICAL_WEIGHTS);
+    for x in 0..=texts.len() {
+        for y in 0..=texts.len() {
+            assert!(
+                (crate_lex.lexsim(x, y) - lex.sim(x, y)).abs() < 1e-12,
+                "lexsim({x}, {y})"
+            );
+        }
+    }
     let (want, want_g) = slow::greedy(
         texts.len(),
         &value,
@@ -597,4 +665,76 @@ fn duplicates_in_a_large_pool_add_exactly_nothing_to_coverage() {
             all.gains[pa.max(pb)]
         );
     }
+}
+
+#[test]
+fn centroid_stops_at_f64_noise_and_grn_honours_residual_eps() {
+    // The reviewer's case: the true drift of the last candidate is exactly 0.
+    let e = Embeddings::new(
+        4,
+        1,
+        vec![-0.432_245_02, -0.439_474_43, 1.583_648_7, -0.840_161_3],
+        "1d",
+    )
+    .unwrap();
+    let inp = Inputs {
+        embeddings: Some(&e),
+        retained: &[0, 1, 2],
+        ..Inputs::default()
+    };
+    let s = select(&SelectConfig::new(Method::Centroid), &inp).unwrap();
+    assert!(s.selected.is_empty(), "{:?} {:?}", s.selected, s.gains);
+    assert_eq!(s.stop, Some(Stop::NoGain));
+    // C = {e1, e1 + 1e-6 e2}: the second adds a residual of 1e-12, below the default eps,
+    // so it is taken to lie in span(e1) and e2 keeps residual 1; with eps = 1e-14 the
+    // direction counts and e2 lies in the span.
+    let rows = [[1.0f32, 0.0], [1.0, 1e-6], [0.0, 1.0]];
+    let e = Embeddings::from_rows(&rows, "eps").unwrap();
+    let inp = Inputs {
+        embeddings: Some(&e),
+        retained: &[0, 1],
+        ..Inputs::default()
+    };
+    let gate = |eps: f64| {
+        select(
+            &SelectConfig::new(Method::Grn)
+                .mode(Mode::Gate)
+                .threshold(-1.0)
+                .residual_eps(eps),
+            &inp,
+        )
+        .unwrap()
+        .gains
+    };
+    assert!((gate(presets::RESIDUAL_EPS)[0] - 1.0).abs() < 1e-9);
+    assert!(gate(1e-14)[0] < 1e-6);
+}
+
+#[test]
+fn options_that_would_be_ignored_are_errors() {
+    let (e, q, costs) = problem(9, 4, 3);
+    let inp = Inputs {
+        embeddings: Some(&e),
+        query: Some(&q),
+        costs: Some(&costs),
+        ..Inputs::default()
+    };
+    let err = |cfg: SelectConfig| select(&cfg, &inp).unwrap_err().to_string();
+    assert!(err(SelectConfig::new(Method::Grn).mode(Mode::Gate).k(3)).contains("greedy mode"));
+    assert!(err(SelectConfig::new(Method::Grn).mode(Mode::Gate).token_budget(3.0)).contains("greedy mode"));
+    assert!(err(SelectConfig::new(Method::Grn).lambda(0.5)).contains("applies to mmr and lexical"));
+    assert!(err(SelectConfig::new(Method::Mmr).weights([1.0, 0.0, 0.0])).contains("hybrid"));
+    assert!(err(SelectConfig::new(Method::Mmr).lexical_weights([1.0, 0.0])).contains("lexical"));
+    // A gain that overflows is an error naming the item, never a null in the output.
+    let mut tiny = costs.clone();
+    tiny[2] = 1e-320;
+    let e2 = select(
+        &SelectConfig::new(Method::Coverage).k(1),
+        &Inputs {
+            costs: Some(&tiny),
+            ..inp
+        },
+    )
+    .unwrap_err();
+    assert!(e2.to_string().contains("item 2"), "{e2}");
 }

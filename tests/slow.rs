@@ -255,3 +255,79 @@ pub fn greedy(
     }
     (picks, gains)
 }
+
+/// LexSim from its definition (SPEC §1), written without the crate's lexical module:
+/// lower-cased alphanumeric tokens, TF-IDF with raw counts and idf ln((1+n)/(1+df)) + 1
+/// over pool + query, l2-normalised cosine; Jaccard of word-bigram sets (0 when both are
+/// empty); weights 0.5 / 0.5. Document `n` (the pool size) is the query.
+pub struct LexSim {
+    docs: Vec<Vec<String>>,
+    idf: std::collections::HashMap<String, f64>,
+}
+
+impl LexSim {
+    pub fn new(pool: &[String], query: &str) -> Self {
+        let tok = |t: &str| -> Vec<String> {
+            let mut out = vec![];
+            let mut cur = String::new();
+            for ch in t.chars() {
+                if ch.is_alphanumeric() {
+                    cur.extend(ch.to_lowercase());
+                } else if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+            }
+            if !cur.is_empty() {
+                out.push(cur);
+            }
+            out
+        };
+        let docs: Vec<Vec<String>> = pool.iter().map(|t| tok(t)).chain([tok(query)]).collect();
+        let n = docs.len() as f64;
+        let mut idf = std::collections::HashMap::new();
+        for d in &docs {
+            let set: std::collections::BTreeSet<&String> = d.iter().collect();
+            for w in set {
+                *idf.entry(w.clone()).or_insert(0.0) += 1.0;
+            }
+        }
+        for v in idf.values_mut() {
+            *v = ((1.0 + n) / (1.0 + *v)).ln() + 1.0;
+        }
+        LexSim { docs, idf }
+    }
+
+    fn tfidf(&self, d: usize) -> std::collections::HashMap<&str, f64> {
+        let mut v = std::collections::HashMap::new();
+        for w in &self.docs[d] {
+            *v.entry(w.as_str()).or_insert(0.0) += self.idf[w];
+        }
+        let norm = v.values().map(|x| x * x).sum::<f64>().sqrt();
+        if norm > 0.0 {
+            v.values_mut().for_each(|x| *x /= norm);
+        }
+        v
+    }
+
+    pub fn sim(&self, a: usize, b: usize) -> f64 {
+        let (va, vb) = (self.tfidf(a), self.tfidf(b));
+        let cos: f64 = va
+            .iter()
+            .map(|(w, x)| x * vb.get(w).copied().unwrap_or(0.0))
+            .sum();
+        let bi = |d: usize| -> std::collections::BTreeSet<(String, String)> {
+            self.docs[d]
+                .windows(2)
+                .map(|w| (w[0].clone(), w[1].clone()))
+                .collect()
+        };
+        let (ba, bb) = (bi(a), bi(b));
+        let union = ba.union(&bb).count();
+        let jac = if union == 0 {
+            0.0
+        } else {
+            ba.intersection(&bb).count() as f64 / union as f64
+        };
+        0.5 * cos + 0.5 * jac
+    }
+}

@@ -48,10 +48,10 @@ struct SelectArgs {
     #[arg(long)]
     costs: Option<PathBuf>,
     /// Item budget.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     k: Option<usize>,
     /// Token budget over the selected items.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     token_budget: Option<f64>,
     /// greedy (budgeted selection) or gate (keep if V >= threshold against --retained).
     #[arg(long, default_value = "greedy")]
@@ -63,7 +63,7 @@ struct SelectArgs {
     #[arg(long)]
     retained: Option<String>,
     /// MMR / lexical lambda in [0, 1].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     lambda: Option<f64>,
     /// Hybrid alpha,beta,gamma (signed) or lexical w_tfidf,w_jaccard.
     #[arg(long, allow_hyphen_values = true)]
@@ -77,7 +77,29 @@ struct SelectArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            // One line, as for every other bad input (clap's usage block follows on --help).
+            let msg = e.to_string();
+            eprintln!("{}", msg.lines().next().unwrap_or("error: invalid arguments"));
+            return ExitCode::from(2);
+        }
+    };
     let r = match cli.cmd {
         Cmd::Select(a) => run_select(*a),
         Cmd::Demo => ctxprune::demo::run().map(|t| print!("{t}")),
@@ -110,7 +132,9 @@ fn run_select(a: SelectArgs) -> Result<()> {
     let mode: Mode = a.mode.parse()?;
     let choice: BackendChoice = a.backend.parse()?;
     let backend = Backend::choose(choice)?;
-    let mut cfg = SelectConfig::new(method).mode(mode);
+    let mut cfg = SelectConfig::new(method)
+        .mode(mode)
+        .backend(backend.backend.clone());
     match a.preset.as_deref() {
         None => {}
         Some("paper") => cfg = cfg.paper_preset(true),
@@ -177,7 +201,7 @@ fn run_select(a: SelectArgs) -> Result<()> {
     let query = a.query.as_deref().map(io::load_query).transpose()?;
     let (text_file_texts, text_file_tokens) = match &a.texts {
         Some(p) => {
-            let (t, k) = load_texts(p)?;
+            let (t, k) = io::load_texts(p)?;
             (Some(t), k)
         }
         None => (None, None),
@@ -226,7 +250,7 @@ fn run_select(a: SelectArgs) -> Result<()> {
         "mode": mode.name(),
         "selected": sel.selected,
         "gains": sel.gains,
-        "backend": backend.backend.name(),
+        "backend": sel.backend.name(),
         "elapsed_ms": elapsed_ms,
     });
     if let Some(s) = sel.stop {
@@ -240,37 +264,4 @@ fn run_select(a: SelectArgs) -> Result<()> {
     }
     println!("{out}");
     Ok(())
-}
-
-/// Reads JSON lines with "text" (required) and "tokens" (optional, used when every line
-/// has it).
-fn load_texts(p: &std::path::Path) -> Result<(Vec<String>, Option<Vec<f64>>)> {
-    let s = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
-    let (mut texts, mut tokens) = (Vec::new(), Some(Vec::new()));
-    for (ln, line) in s.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = |m: String| Error::format(p, format!("line {}: {m}", ln + 1));
-        let v: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| at(format!("invalid JSON: {e}")))?;
-        let t = v
-            .get("text")
-            .and_then(|t| t.as_str())
-            .ok_or_else(|| at("missing \"text\" (a string)".into()))?;
-        texts.push(t.to_string());
-        match v.get("tokens").map(|t| t.as_f64()) {
-            Some(Some(k)) => {
-                if let Some(v) = tokens.as_mut() {
-                    v.push(k)
-                }
-            }
-            Some(None) => return Err(at("\"tokens\" is not a number".into())),
-            None => tokens = None,
-        }
-    }
-    if texts.is_empty() {
-        return Err(Error::format(p, "no rows"));
-    }
-    Ok((texts, tokens))
 }

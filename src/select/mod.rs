@@ -37,6 +37,7 @@ mod scorers;
 
 pub use driver::Stop;
 
+use crate::backend::Backend;
 use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
 use driver::{Limits, Scorer};
@@ -223,6 +224,7 @@ pub struct SelectConfig {
     coverage_dense_max: usize,
     coverage_knn: usize,
     eager_only: bool,
+    backend: Backend,
 }
 
 impl SelectConfig {
@@ -243,6 +245,7 @@ impl SelectConfig {
             coverage_dense_max: presets::COVERAGE_DENSE_MAX,
             coverage_knn: presets::COVERAGE_KNN,
             eager_only: false,
+            backend: Backend::Cpu,
         }
     }
     /// Gate or greedy. By default, greedy.
@@ -321,6 +324,13 @@ impl SelectConfig {
         self.eager_only = on;
         self
     }
+    /// Where to run. By default the CPU. (This version has no CUDA primitives yet: a CUDA
+    /// backend here is an error, never a silent fallback.)
+    #[must_use]
+    pub fn backend(mut self, b: Backend) -> Self {
+        self.backend = b;
+        self
+    }
     /// The method.
     #[must_use]
     pub fn method_kind(&self) -> Method {
@@ -371,6 +381,8 @@ pub struct Selection {
     /// Things the caller should know (a budget larger than the pool, a sparsified
     /// similarity, ...), one sentence each.
     pub notes: Vec<String>,
+    /// Where the selection ran.
+    pub backend: Backend,
 }
 
 fn check_finite(name: &str, v: f64) -> Result<()> {
@@ -485,6 +497,45 @@ pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
             format!("must be finite and > 0, got {}", cfg.residual_eps),
         ));
     }
+    // Options that would be silently ignored are errors instead.
+    if cfg.mode == Mode::Gate {
+        if cfg.k.is_some() {
+            return Err(Error::invalid(
+                "k",
+                "gate mode keeps every candidate with V >= tau; an item budget applies to greedy mode",
+            ));
+        }
+        if cfg.token_budget.is_some() {
+            return Err(Error::invalid(
+                "token-budget",
+                "gate mode keeps every candidate with V >= tau; a token budget applies to greedy mode",
+            ));
+        }
+    }
+    if cfg.lambda.is_some() && !matches!(m, Method::Mmr | Method::Lexical) {
+        return Err(Error::invalid(
+            "lambda",
+            format!("applies to mmr and lexical, not {}", m.name()),
+        ));
+    }
+    if cfg.weights.is_some() && m != Method::Hybrid {
+        return Err(Error::invalid(
+            "weights",
+            format!("(alpha, beta, gamma) apply to hybrid, not {}", m.name()),
+        ));
+    }
+    if cfg.lexical_weights.is_some() && m != Method::Lexical {
+        return Err(Error::invalid(
+            "weights",
+            format!("(w_tfidf, w_jaccard) apply to lexical, not {}", m.name()),
+        ));
+    }
+    if cfg.backend != Backend::Cpu {
+        return Err(Error::Backend {
+            backend: cfg.backend.name().into(),
+            msg: "the CUDA primitives are not in this version; select runs on the CPU".into(),
+        });
+    }
     let threshold = match cfg.mode {
         Mode::Gate => Some(cfg.threshold.or(preset.tau).ok_or_else(|| {
             Error::invalid(
@@ -569,6 +620,17 @@ pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
             }
         }
     };
+    // A gain that overflowed (a cost of 1e-320, weights of 1e308) is not a number a caller
+    // can use: say which item instead of printing null.
+    if let Some(k) = out.gains.iter().position(|g| !g.is_finite()) {
+        return Err(Error::invalid(
+            format!("item {}", out.selected[k]),
+            format!(
+                "its score is {} (overflow from the costs or weights given)",
+                out.gains[k]
+            ),
+        ));
+    }
     let tokens_selected = out
         .selected
         .iter()
@@ -584,6 +646,7 @@ pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
         threshold,
         tokens_selected,
         notes,
+        backend: cfg.backend.clone(),
     })
 }
 
