@@ -1,6 +1,6 @@
 //! Criterion benchmarks of the Gram and every scorer on the CPU backend (the CUDA rows
 //! arrive with the CUDA backend). Sizes are the issue's: N = 10,000, d = 1,024 (facility
-//! location: N = 2,000). Run: `cargo bench --bench select`.
+//! location: N = 2,000). Run: `cargo bench --bench select && python3 benches/medians.py`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use ctxprune::demo::synthetic_pool;
@@ -16,24 +16,28 @@ fn benches(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(8));
 
+    let vmf = Kernel::Vmf { kappa: 10.0 };
     g.bench_function("gram_cos_vmf_n10000_d1024", |b| {
-        b.iter(|| black_box(gram(&big.embeddings, Kernel::Vmf { kappa: 10.0 }).unwrap()))
+        b.iter(|| black_box(gram(&big.embeddings, vmf).unwrap()))
     });
-    let mut buf = vec![0.0f32; 10_000 * 10_000];
-    g.bench_function("gram_into_reused_buffer_cos_vmf_n10000_d1024", |b| {
-        b.iter(|| gram_into(&big.embeddings, Kernel::Vmf { kappa: 10.0 }, black_box(&mut buf)).unwrap())
-    });
-    drop(buf);
     let (rows, d) = (big.embeddings.rows(), big.embeddings.dim());
-    let mut full = vec![0.0f32; rows * rows];
+    let mut buf = vec![0.0f32; rows * rows];
+    g.bench_function("gram_into_reused_buffer_cos_vmf_n10000_d1024", |b| {
+        b.iter(|| gram_into(&big.embeddings, vmf, black_box(&mut buf)).unwrap())
+    });
     g.bench_function("reference_full_sgemm_n10000_d1024", |b| {
         let x = big.embeddings.as_slice();
-        b.iter(|| ctxprune::backend::cpu::gemm_abt(x, x, d, black_box(&mut full), rows, true))
+        b.iter(|| ctxprune::backend::cpu::gemm_abt(x, x, d, black_box(&mut buf), rows, true))
     });
-    drop(full);
+    drop(buf);
 
+    // Rows unit-normalised once, as `ctxprune select` does on load (and as most encoders
+    // emit them); the raw-rows run includes the unit copy a library caller then pays.
+    // threshold(-1): MMR scores can go negative; the benchmark wants all k picks.
+    let mut unit = big.embeddings.clone();
+    unit.normalize().unwrap();
     let inp = Inputs {
-        embeddings: Some(&big.embeddings),
+        embeddings: Some(&unit),
         query: Some(&big.query),
         costs: Some(&big.costs),
         ..Inputs::default()
@@ -42,10 +46,18 @@ fn benches(c: &mut Criterion) {
         g.bench_with_input(
             BenchmarkId::new("greedy_k100_n10000_d1024", m.name()),
             &m,
-            |b, &m| b.iter(|| black_box(select(&SelectConfig::new(m).k(100), &inp).unwrap())),
+            |b, &m| b.iter(|| black_box(select(&SelectConfig::new(m).k(100).threshold(-1.0), &inp).unwrap())),
         );
     }
+    let raw = Inputs {
+        embeddings: Some(&big.embeddings),
+        ..inp
+    };
+    g.bench_function("greedy_k100_n10000_d1024_raw_rows/mmr", |b| {
+        b.iter(|| black_box(select(&SelectConfig::new(Method::Mmr).k(100).threshold(-1.0), &raw).unwrap()))
+    });
 
+    // Facility location and friends at N = 2,000 from raw rows (normalisation included).
     let small = synthetic_pool(2_000, 1024, 20, 2);
     let inp2 = Inputs {
         embeddings: Some(&small.embeddings),
@@ -61,7 +73,15 @@ fn benches(c: &mut Criterion) {
             BenchmarkId::new("greedy_k50_budget_n2000_d1024", m.name()),
             &m,
             |b, &m| {
-                b.iter(|| black_box(select(&SelectConfig::new(m).k(50).token_budget(budget), &inp2).unwrap()))
+                b.iter(|| {
+                    let cfg = SelectConfig::new(m).k(50).token_budget(budget);
+                    let cfg = if m == Method::Coverage {
+                        cfg
+                    } else {
+                        cfg.threshold(-1.0)
+                    };
+                    black_box(select(&cfg, &inp2).unwrap())
+                })
             },
         );
     }

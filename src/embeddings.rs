@@ -131,12 +131,13 @@ impl Embeddings {
                 row,
             });
         }
-        for r in self.data.chunks_exact_mut(dim) {
-            // f64 accumulation: the norm of a 1024-d row in f32 loses ~3 digits.
-            // Divide in f64 and round once: rows equal up to scale become bit-identical.
-            let n = r.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt();
-            r.iter_mut().for_each(|v| *v = (f64::from(*v) / n) as f32);
-        }
+        use rayon::prelude::*;
+        self.data.par_chunks_exact_mut(dim).for_each(|r| {
+            // The norm from f64-accumulated products; divide in f64 and round once, so
+            // rows equal up to scale become bit-identical.
+            let n = crate::backend::cpu::dot(r, r).sqrt();
+            crate::backend::cpu::div_round(r, n);
+        });
         self.unit = true;
         Ok(())
     }

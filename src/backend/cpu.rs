@@ -77,6 +77,14 @@ pub fn sum_pos_diff(s: &[f32], cur: &[f32]) -> f64 {
     reduce(acc)
 }
 
+/// `v[i] = (v[i] / n) as f32`, the quotient taken in `f64` and rounded once.
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+pub fn div_round(v: &mut [f32], n: f64) {
+    for x in v.iter_mut() {
+        *x = (f64::from(*x) / n) as f32;
+    }
+}
+
 #[inline(always)]
 fn reduce(mut acc: [f64; LANES]) -> f64 {
     let mut w = LANES;
