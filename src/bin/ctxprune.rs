@@ -217,10 +217,7 @@ fn run_select(a: SelectArgs) -> Result<()> {
             "lexical needs texts (--texts FILE.jsonl, or \"text\" in the embeddings JSON lines)",
         ));
     }
-    if method.name() != "lexical"
-        && matches!(method, Method::Mmr | Method::Dpp | Method::Hybrid)
-        && query.is_none()
-    {
+    if method.needs_query() && query.is_none() {
         return Err(Error::invalid(
             "--query",
             format!("{} needs --query FILE.npy", method.name()),

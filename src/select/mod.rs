@@ -134,7 +134,9 @@ impl Method {
         }
     }
 
-    fn needs_query(self) -> bool {
+    /// True for the scorers that read the query embedding (MMR, DPP, hybrid).
+    #[must_use]
+    pub fn needs_query(self) -> bool {
         matches!(self, Method::Mmr | Method::Dpp | Method::Hybrid)
     }
 }
