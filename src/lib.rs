@@ -12,6 +12,8 @@
 //!   paper's learned pre-retrieval controller (two-head MLP, safetensors weights).
 //! - [`pipeline`]: the stage-aware driver of Algorithm 1 with per-stage policies and the
 //!   paper's accounting.
+//! - [`rerank`]: budgeted top-k selection with a limited oracle (BoundaryMORPH, BAGEL,
+//!   single-stage, RGS) over an incrementally updated GP (SPEC §3).
 //! - [`backend`]: the backend boundary (CPU reference primitives; CUDA detection).
 //! - [`io`]: `.npy`, safetensors and JSON-lines loaders with errors that name the row.
 //! - [`demo`]: the built-in seeded synthetic pool behind `ctxprune demo`.
@@ -34,6 +36,7 @@ pub mod embeddings;
 pub mod error;
 pub mod io;
 pub mod pipeline;
+pub mod rerank;
 pub mod rng;
 pub mod select;
 pub mod similarity;

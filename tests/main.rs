@@ -5,6 +5,7 @@ mod backend;
 mod cli;
 mod io;
 mod pipeline;
+mod rerank;
 mod scorers;
 mod slow;
 

@@ -46,7 +46,7 @@ pub fn det(mut m: Vec<Vec<f64>>) -> f64 {
 }
 
 /// Solves `g y = b` (g symmetric positive definite, small) by elimination.
-fn solve(g: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
+pub fn solve(g: &[Vec<f64>], b: &[f64]) -> Vec<f64> {
     let n = b.len();
     let mut a: Vec<Vec<f64>> = g
         .iter()

@@ -1,0 +1,463 @@
+//! Budgeted top-k selection (boundarymorph-budgeted-reranking.txt §2–3, App. B–C;
+//! SPEC §3): choose the `k` documents that enter a generator's context when the
+//! cross-encoder (the oracle) may be called only `B` times.
+//!
+//! The pool arrives in MIPS order (row 0 = MIPS top-1). Methods:
+//! - BoundaryMORPH: GP over the pool (vMF kernel, MIPS-percentile prior, the query as a
+//!   zero-cost observation) with the boundary acquisition rule of SPEC §3;
+//! - its ablations: zero prior ([`Prior::Zero`]) and UCB acquisition ([`Acquisition::Ucb`]);
+//! - BAGEL: zero prior, GP-UCB with `beta_t = beta0 / sqrt(t + 1)`, warm start on the MIPS
+//!   top-floor(B/2);
+//! - single-stage rerank of the MIPS top-B;
+//! - RGS: greedy expansion over a k-NN graph of the pool.
+//!
+//! Status: the HTTP oracle clients, the `eval` generator and the plot are not in this
+//! version (see the issue notes).
+
+pub mod gp;
+pub mod metrics;
+pub mod oracle;
+
+use crate::embeddings::Embeddings;
+use crate::error::{Error, Result};
+use crate::similarity::Kernel;
+use gp::{Gp, KernelRows};
+pub use oracle::{Oracle, Precomputed};
+
+/// The pool's kernel, precomputed: `K(pool, pool)` (f32, `N × N`) and `K(query, pool)`.
+pub struct DenseKernel {
+    n: usize,
+    k: Vec<f32>,
+    q: Vec<f32>,
+}
+
+impl DenseKernel {
+    /// Builds the kernel of `pool` (rows in MIPS order) and `query`.
+    pub fn build(pool: &Embeddings, query: &[f32], kernel: Kernel) -> Result<Self> {
+        pool.check_dim(query.len(), "query vs pool")?;
+        let k = crate::similarity::gram(pool, kernel)?;
+        let inv = pool.inv_norms()?;
+        let qn = crate::embeddings::unit_vector(query, "query")?;
+        let mut q: Vec<f32> = (0..pool.rows())
+            .map(|i| (crate::backend::cpu::dot(pool.row(i), &qn) * inv[i]) as f32)
+            .collect();
+        kernel.apply_slice(&mut q);
+        Ok(DenseKernel { n: pool.rows(), k, q })
+    }
+
+    /// `K(i, j)`.
+    #[must_use]
+    pub fn get(&self, i: usize, j: usize) -> f32 {
+        self.k[i * self.n + j]
+    }
+}
+
+impl KernelRows for DenseKernel {
+    fn len(&self) -> usize {
+        self.n
+    }
+    fn row(&self, j: usize, out: &mut [f64]) {
+        out.iter_mut()
+            .zip(&self.k[j * self.n..(j + 1) * self.n])
+            .for_each(|(o, &v)| *o = f64::from(v));
+    }
+    fn query_row(&self, out: &mut [f64]) {
+        out.iter_mut().zip(&self.q).for_each(|(o, &v)| *o = f64::from(v));
+    }
+}
+
+/// Which selector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// GP with the boundary rule (and its ablations via prior / acquisition).
+    BoundaryMorph,
+    /// BAGEL: zero prior, GP-UCB, warm start.
+    Bagel,
+    /// Score the MIPS top-B, rank them above the tail.
+    SingleStage,
+    /// Greedy graph expansion.
+    Rgs,
+}
+
+impl std::str::FromStr for Method {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "boundary-morph" | "boundarymorph" => Method::BoundaryMorph,
+            "bagel" => Method::Bagel,
+            "single-stage" => Method::SingleStage,
+            "rgs" => Method::Rgs,
+            _ => {
+                return Err(Error::invalid(
+                    "method",
+                    format!("unknown method '{s}' (boundary-morph, bagel, single-stage, rgs)"),
+                ))
+            }
+        })
+    }
+}
+
+impl Method {
+    /// The CLI name.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::BoundaryMorph => "boundary-morph",
+            Method::Bagel => "bagel",
+            Method::SingleStage => "single-stage",
+            Method::Rgs => "rgs",
+        }
+    }
+}
+
+/// The GP's prior mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prior {
+    /// MIPS percentile `(N-1-pos)/(N-1)`; the query has `mu0 = 1`.
+    Mips,
+    /// Zero everywhere; the query's residual is 1.
+    Zero,
+}
+
+/// How the next call is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acquisition {
+    /// The boundary rule of SPEC §3.
+    Boundary,
+    /// `argmax mu + sqrt(beta_t) sigma` over unscored items.
+    Ucb,
+}
+
+/// A budgeted top-k run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RerankConfig {
+    /// The selector.
+    pub method: Method,
+    /// Oracle calls allowed, `B`.
+    pub budget: usize,
+    /// Documents returned, `k`.
+    pub capacity: usize,
+    /// BoundaryMORPH's prior (BAGEL always uses zero).
+    pub prior: Prior,
+    /// BoundaryMORPH's acquisition (BAGEL always uses UCB).
+    pub acquisition: Acquisition,
+    /// UCB's `beta0`. By default 1.
+    pub beta0: f64,
+    /// RGS graph degree `R`. By default 16.
+    pub graph_degree: usize,
+    /// RGS heap cap `L_s`. By default 64.
+    pub heap_cap: usize,
+}
+
+impl RerankConfig {
+    /// `method` with budget `B`, capacity `k` and the defaults.
+    #[must_use]
+    pub fn new(method: Method, budget: usize, capacity: usize) -> Self {
+        RerankConfig {
+            method,
+            budget,
+            capacity,
+            prior: Prior::Mips,
+            acquisition: Acquisition::Boundary,
+            beta0: 1.0,
+            graph_degree: 16,
+            heap_cap: 64,
+        }
+    }
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reranked {
+    /// The `k` documents, best first.
+    pub selected: Vec<usize>,
+    /// Documents sent to the oracle, in call order.
+    pub scored: Vec<usize>,
+    /// Their scores, in the same order.
+    pub scores: Vec<f64>,
+    /// Notes for the caller (a budget capped at the pool size, an early stop).
+    pub notes: Vec<String>,
+}
+
+/// Ranking by (value desc, MIPS position asc).
+fn rank(values: &[f64]) -> Vec<usize> {
+    let mut o: Vec<usize> = (0..values.len()).collect();
+    o.sort_by(|&a, &b| values[b].total_cmp(&values[a]).then(a.cmp(&b)));
+    o
+}
+
+/// Runs `cfg` over a pool of `kernel.len()` items with `oracle`.
+pub fn rerank(cfg: &RerankConfig, kernel: &DenseKernel, oracle: &mut dyn Oracle) -> Result<Reranked> {
+    let n = kernel.len();
+    if n == 0 {
+        return Err(Error::Empty("pool".into()));
+    }
+    if cfg.capacity == 0 || cfg.capacity > n {
+        return Err(Error::invalid(
+            "capacity",
+            format!("must be in 1..={n} (the pool), got {}", cfg.capacity),
+        ));
+    }
+    if !(cfg.beta0.is_finite() && cfg.beta0 >= 0.0) {
+        return Err(Error::invalid(
+            "beta0",
+            format!("must be finite and >= 0, got {}", cfg.beta0),
+        ));
+    }
+    let mut notes = Vec::new();
+    let budget = if cfg.budget > n {
+        notes.push(format!(
+            "budget {} is larger than the pool; capped at {n}",
+            cfg.budget
+        ));
+        n
+    } else {
+        cfg.budget
+    };
+    let mut run = Run {
+        n,
+        scored: Vec::new(),
+        scores: Vec::new(),
+        y: vec![None; n],
+        oracle,
+    };
+    let final_values: Vec<f64> = match cfg.method {
+        Method::SingleStage => {
+            let top: Vec<usize> = (0..budget).collect();
+            run.call(&top)?;
+            // Scored items above the tail, by score; the tail in MIPS order.
+            (0..n)
+                .map(|i| run.y[i].map_or(-1.0 - i as f64 / n as f64, |y| 1.0 + y))
+                .collect()
+        }
+        Method::Rgs => {
+            rgs(
+                &mut run,
+                kernel,
+                budget,
+                cfg.graph_degree.max(1),
+                cfg.heap_cap.max(1),
+            )?;
+            (0..n)
+                .map(|i| run.y[i].map_or(-1.0 - i as f64 / n as f64, |y| 1.0 + y))
+                .collect()
+        }
+        Method::BoundaryMorph | Method::Bagel => {
+            let (prior, acq) = if cfg.method == Method::Bagel {
+                (Prior::Zero, Acquisition::Ucb)
+            } else {
+                (cfg.prior, cfg.acquisition)
+            };
+            let mu0: Vec<f64> = match prior {
+                Prior::Mips if n > 1 => (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect(),
+                Prior::Mips => vec![1.0],
+                Prior::Zero => vec![0.0; n],
+            };
+            let mu0_q = if prior == Prior::Mips { 1.0 } else { 0.0 };
+            let mut gp = Gp::new(kernel, mu0, mu0_q)?;
+            if cfg.method == Method::Bagel {
+                let warm: Vec<usize> = (0..budget / 2).collect();
+                let ys = run.call(&warm)?;
+                for (&j, &y) in warm.iter().zip(&ys) {
+                    gp.observe(j, y)?;
+                }
+            }
+            let (mut mean, mut var) = (vec![0.0; n], vec![0.0; n]);
+            while run.scored.len() < budget {
+                gp.posterior(&mut mean, &mut var);
+                run.overlay(&mut mean, &mut var);
+                let next = match acq {
+                    Acquisition::Boundary => boundary_pick(&mean, &var, &run.y, cfg.capacity),
+                    Acquisition::Ucb => {
+                        let beta = cfg.beta0 / ((run.scored.len() + 1) as f64).sqrt();
+                        ucb_pick(&mean, &var, &run.y, beta)
+                    }
+                };
+                let Some(j) = next else {
+                    notes.push(format!(
+                        "stopped after {} calls: no boundary pair left",
+                        run.scored.len()
+                    ));
+                    break;
+                };
+                let y = run.call(&[j])?[0];
+                gp.observe(j, y)?;
+            }
+            gp.posterior(&mut mean, &mut var);
+            run.overlay(&mut mean, &mut var);
+            mean
+        }
+    };
+    let order = rank(&final_values);
+    Ok(Reranked {
+        selected: order[..cfg.capacity].to_vec(),
+        scored: run.scored,
+        scores: run.scores,
+        notes,
+    })
+}
+
+struct Run<'o> {
+    n: usize,
+    scored: Vec<usize>,
+    scores: Vec<f64>,
+    y: Vec<Option<f64>>,
+    oracle: &'o mut dyn Oracle,
+}
+
+impl Run<'_> {
+    fn call(&mut self, items: &[usize]) -> Result<Vec<f64>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ys = self.oracle.score(items)?;
+        if ys.len() != items.len() {
+            return Err(Error::invalid(
+                "oracle",
+                format!("returned {} scores for {} items", ys.len(), items.len()),
+            ));
+        }
+        for (&j, &y) in items.iter().zip(&ys) {
+            if !(0.0..=1.0).contains(&y) {
+                return Err(Error::invalid(
+                    "oracle",
+                    format!("score of item {j} is {y}, outside [0, 1]"),
+                ));
+            }
+            self.y[j] = Some(y);
+            self.scored.push(j);
+            self.scores.push(y);
+        }
+        Ok(ys)
+    }
+
+    /// A scored document's mean is its observation and its sigma 0 (SPEC §3).
+    fn overlay(&self, mean: &mut [f64], var: &mut [f64]) {
+        for i in 0..self.n {
+            if let Some(y) = self.y[i] {
+                mean[i] = y;
+                var[i] = 0.0;
+            }
+        }
+    }
+}
+
+/// The boundary rule of SPEC §3: incumbents = top-k by mean (ties by MIPS position);
+/// over pairs (incumbent, challenger) with an unscored member, the smallest
+/// `z = (mu_i - mu_j) / sqrt(s_i² + s_j² + 1e-12)`; ties to the first incumbent, then the
+/// first challenger, in rank order. The call goes to the pair's unscored member with the
+/// larger sigma (the incumbent when both are unscored with equal sigma). `None` when no
+/// pair is left.
+#[must_use]
+pub fn boundary_pick(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Option<usize> {
+    let n = mean.len();
+    if n <= k {
+        return None;
+    }
+    let order = rank(mean);
+    let (inc, ch) = order.split_at(k);
+    // Suffix maxima of the challengers' sigma, for an exact early exit: along the
+    // challengers (mean non-increasing) the gap only grows and the suffix max only falls.
+    let mut smax = vec![0.0f64; ch.len() + 1];
+    for p in (0..ch.len()).rev() {
+        smax[p] = smax[p + 1].max(var[ch[p]].sqrt());
+    }
+    let mut best: Option<(f64, usize, usize)> = None;
+    for &i in inc {
+        let si2 = var[i];
+        for (p, &j) in ch.iter().enumerate() {
+            let gap = mean[i] - mean[j];
+            if let Some((bz, _, _)) = best {
+                if gap / (si2 + smax[p] * smax[p] + 1e-12).sqrt() >= bz {
+                    break;
+                }
+            }
+            if y[i].is_some() && y[j].is_some() {
+                continue;
+            }
+            let z = gap / (si2 + var[j] + 1e-12).sqrt();
+            if best.is_none_or(|(bz, _, _)| z < bz) {
+                best = Some((z, i, j));
+            }
+        }
+    }
+    let (_, i, j) = best?;
+    Some(match (y[i].is_none(), y[j].is_none()) {
+        (true, false) => i,
+        (false, true) => j,
+        _ => {
+            if var[j] > var[i] {
+                j
+            } else {
+                i
+            }
+        }
+    })
+}
+
+/// `argmax mu + sqrt(beta) sigma` over unscored items, ties to the lower index.
+#[must_use]
+pub fn ucb_pick(mean: &[f64], var: &[f64], y: &[Option<f64>], beta: f64) -> Option<usize> {
+    let sb = beta.sqrt();
+    let mut best: Option<(f64, usize)> = None;
+    for i in 0..mean.len() {
+        if y[i].is_some() {
+            continue;
+        }
+        let u = mean[i] + sb * var[i].sqrt();
+        if best.is_none_or(|(b, _)| u > b) {
+            best = Some((u, i));
+        }
+    }
+    best.map(|b| b.1)
+}
+
+/// RGS: seed with the MIPS top-1; repeatedly take the best-scored document whose
+/// neighbours are not yet expanded (a max-heap by oracle score, capped at `heap_cap`),
+/// score its unscored neighbours in the `degree`-NN graph (by kernel value), until the
+/// budget is spent. When the heap empties, the next unscored document in MIPS order seeds.
+fn rgs(run: &mut Run<'_>, kernel: &DenseKernel, budget: usize, degree: usize, heap_cap: usize) -> Result<()> {
+    let n = run.n;
+    let neighbours = |j: usize| -> Vec<usize> {
+        let mut o: Vec<usize> = (0..n).filter(|&i| i != j).collect();
+        let by = |a: &usize, b: &usize| kernel.get(j, *b).total_cmp(&kernel.get(j, *a)).then(a.cmp(b));
+        if o.len() > degree {
+            o.select_nth_unstable_by(degree - 1, by);
+            o.truncate(degree);
+        }
+        o.sort_by(by);
+        o
+    };
+    let mut heap: Vec<(f64, usize)> = Vec::new(); // kept sorted: best first
+    let mut next_seed = 0;
+    while run.scored.len() < budget {
+        let Some((_, top)) = (if heap.is_empty() {
+            None
+        } else {
+            Some(heap.remove(0))
+        }) else {
+            while next_seed < n && run.y[next_seed].is_some() {
+                next_seed += 1;
+            }
+            if next_seed >= n {
+                break;
+            }
+            let y = run.call(&[next_seed])?[0];
+            heap.push((y, next_seed));
+            continue;
+        };
+        let left = budget - run.scored.len();
+        let fresh: Vec<usize> = neighbours(top)
+            .into_iter()
+            .filter(|&i| run.y[i].is_none())
+            .take(left)
+            .collect();
+        let ys = run.call(&fresh)?;
+        for (&j, &y) in fresh.iter().zip(&ys) {
+            heap.push((y, j));
+        }
+        heap.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        heap.truncate(heap_cap);
+    }
+    Ok(())
+}

@@ -1,0 +1,248 @@
+//! Budgeted top-k: the incremental GP against a full dense refit at every step, the
+//! boundary rule on hand-made pools, the selectors' call sequences, and bad input.
+
+use crate::slow;
+use ctxprune::rerank::gp::{Gp, KernelRows};
+use ctxprune::rerank::{
+    boundary_pick, metrics::ncg, rerank, Acquisition, DenseKernel, Method, Oracle, Precomputed, Prior,
+    RerankConfig,
+};
+use ctxprune::rng::Rng;
+use ctxprune::similarity::{Kernel, KernelKind};
+
+fn pool(n: usize, d: usize, seed: u64) -> (DenseKernel, Vec<f64>) {
+    let (e, q, _) = crate::problem(n, d, seed);
+    let k = Kernel::with_median_heuristic(KernelKind::Vmf, &e).unwrap();
+    let dk = DenseKernel::build(&e, &q, k).unwrap();
+    let mut rng = Rng::new(seed + 1);
+    let scores = (0..n).map(|_| rng.uniform()).collect();
+    (dk, scores)
+}
+
+/// The posterior from scratch: dense solve of (K_AA + jitter I) against the standardised
+/// residuals and against every k_i (SPEC §3 formulas, no incremental state).
+fn full_refit(
+    k: &DenseKernel,
+    mu0: &[f64],
+    obs: &[(Option<usize>, f64)],
+    jitter: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let n = k.len();
+    let mut qrow = vec![0.0; n];
+    k.query_row(&mut qrow);
+    let kv = |a: Option<usize>, b: Option<usize>| -> f64 {
+        match (a, b) {
+            (None, None) => 1.0,
+            (Some(i), Some(j)) => f64::from(k.get(i, j)),
+            (Some(i), None) | (None, Some(i)) => qrow[i],
+        }
+    };
+    let t = obs.len();
+    let kaa: Vec<Vec<f64>> = (0..t)
+        .map(|a| {
+            (0..t)
+                .map(|b| kv(obs[a].0, obs[b].0) + if a == b { jitter } else { 0.0 })
+                .collect()
+        })
+        .collect();
+    let r: Vec<f64> = obs.iter().map(|o| o.1).collect();
+    let m = r.iter().sum::<f64>() / t as f64;
+    let sd = (r.iter().map(|x| (x - m).powi(2)).sum::<f64>() / t as f64).sqrt();
+    let s = if t == 1 || sd <= 1e-12 { 1.0 } else { sd };
+    let z: Vec<f64> = r.iter().map(|x| (x - m) / s).collect();
+    let alpha = slow::solve(&kaa, &z);
+    let (mut mean, mut var) = (vec![0.0; n], vec![0.0; n]);
+    for i in 0..n {
+        let ki: Vec<f64> = obs.iter().map(|o| kv(o.0, Some(i))).collect();
+        let w = slow::solve(&kaa, &ki);
+        mean[i] = mu0[i] + m + s * ki.iter().zip(&alpha).map(|(a, b)| a * b).sum::<f64>();
+        var[i] = s * s * (1.0 - ki.iter().zip(&w).map(|(a, b)| a * b).sum::<f64>()).max(0.0);
+    }
+    (mean, var)
+}
+
+#[test]
+fn incremental_gp_equals_a_full_refit_at_every_step() {
+    for &(n, d, seed) in &[(37usize, 9usize, 1u64), (64, 5, 2), (23, 17, 3)] {
+        let (k, scores) = pool(n, d, seed);
+        let mu0: Vec<f64> = (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect();
+        let mut gp = Gp::new(&k, mu0.clone(), 1.0).unwrap();
+        let mut obs = vec![(None, 0.0)];
+        let mut rng = Rng::new(seed);
+        let (mut mean, mut var) = (vec![0.0; n], vec![0.0; n]);
+        for step in 0..15 {
+            let j = rng.below(n);
+            gp.observe(j, scores[j]).unwrap();
+            obs.push((Some(j), scores[j] - mu0[j]));
+            gp.posterior(&mut mean, &mut var);
+            let (m2, v2) = full_refit(&k, &mu0, &obs, gp.jitter().unwrap());
+            crate::assert_close(&format!("mean n={n} step {step}"), &mean, &m2, 1e-6);
+            crate::assert_close(&format!("var n={n} step {step}"), &var, &v2, 1e-6);
+        }
+    }
+}
+
+/// Not a valid kernel (K(0,1) = K(0,2) = 1, K(1,2) = -1): every rung of the jitter ladder
+/// fails, and the pseudo-inverse still gives a finite posterior.
+struct Broken;
+impl KernelRows for Broken {
+    fn len(&self) -> usize {
+        3
+    }
+    fn row(&self, j: usize, out: &mut [f64]) {
+        let k = [[1.0, 1.0, 1.0], [1.0, 1.0, -1.0], [1.0, -1.0, 1.0]];
+        out.copy_from_slice(&k[j]);
+    }
+    fn query_row(&self, out: &mut [f64]) {
+        out.copy_from_slice(&[0.0, 0.0, 0.0]);
+    }
+}
+
+#[test]
+fn jitter_ladder_and_pseudo_inverse_never_panic() {
+    let mut gp = Gp::new(&Broken, vec![0.5; 3], 1.0).unwrap();
+    for (j, y) in [(0, 0.9), (1, 0.1), (2, 0.4)] {
+        gp.observe(j, y).unwrap();
+    }
+    assert!(gp.jitter().is_none_or(|j| j > 1e-4), "the ladder was climbed");
+    let (mut m, mut v) = (vec![0.0; 3], vec![0.0; 3]);
+    gp.posterior(&mut m, &mut v);
+    assert!(m.iter().chain(&v).all(|x| x.is_finite()), "{m:?} {v:?}");
+    assert!(gp.observe(5, 0.5).is_err());
+    assert!(gp.observe(0, f64::NAN).is_err());
+}
+
+#[test]
+fn boundary_rule_on_hand_made_pools() {
+    // k = 2. Incumbents 0 (0.9, certain) and 1 (0.6, uncertain); challengers 2 (0.55,
+    // uncertain) and 3 (0.1). The closest call is 1 vs 2; 2's sigma is larger.
+    let mean = [0.9, 0.6, 0.55, 0.1];
+    let var = [0.0001, 0.04, 0.09, 0.01];
+    let none = [None; 4];
+    assert_eq!(boundary_pick(&mean, &var, &none, 2), Some(2));
+    // With 2 scored (sigma 0), the pair's unscored member is the incumbent 1.
+    let mut y = none;
+    y[2] = Some(0.55);
+    let var2 = [0.0001, 0.04, 0.0, 0.01];
+    assert_eq!(boundary_pick(&mean, &var2, &y, 2), Some(1));
+    // Equal sigma, both unscored: the incumbent.
+    assert_eq!(
+        boundary_pick(&[0.8, 0.5, 0.5], &[0.01, 0.04, 0.04], &[None; 3], 2),
+        Some(1)
+    );
+    // Equal z for two pairs: the first incumbent in rank order wins (0 before 1).
+    assert_eq!(
+        boundary_pick(&[0.7, 0.7, 0.5], &[0.04, 0.04, 0.0], &[None, None, Some(0.5)], 2),
+        Some(0)
+    );
+    // Every pair fully scored, or N <= k: no call.
+    assert_eq!(
+        boundary_pick(&[0.7, 0.5], &[0.0, 0.0], &[Some(0.7), Some(0.5)], 1),
+        None
+    );
+    assert_eq!(boundary_pick(&[0.7, 0.5], &[0.1, 0.1], &[None, None], 2), None);
+}
+
+#[test]
+fn boundary_morph_follows_the_full_refit_call_for_call() {
+    let (n, budget, cap) = (40, 12, 5);
+    let (k, scores) = pool(n, 7, 11);
+    let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+    let got = rerank(&RerankConfig::new(Method::BoundaryMorph, budget, cap), &k, &mut o).unwrap();
+    // Replay with the full refit at every step.
+    let mu0: Vec<f64> = (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect();
+    let mut obs = vec![(None, 0.0)];
+    let mut y = vec![None; n];
+    let mut calls = vec![];
+    for _ in 0..budget {
+        let (mut m, mut v) = full_refit(&k, &mu0, &obs, 1e-4);
+        for i in 0..n {
+            if let Some(s) = y[i] {
+                m[i] = s;
+                v[i] = 0.0;
+            }
+        }
+        let Some(j) = boundary_pick(&m, &v, &y, cap) else {
+            break;
+        };
+        calls.push(j);
+        y[j] = Some(scores[j]);
+        obs.push((Some(j), scores[j] - mu0[j]));
+    }
+    assert_eq!(got.scored, calls);
+    assert_eq!(got.selected.len(), cap);
+    assert!(o.calls() <= budget);
+}
+
+#[test]
+fn baselines_call_what_their_definitions_say() {
+    let (n, budget, cap) = (30, 10, 4);
+    let (k, scores) = pool(n, 6, 21);
+    let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+    let ss = rerank(&RerankConfig::new(Method::SingleStage, budget, cap), &k, &mut o).unwrap();
+    assert_eq!(ss.scored, (0..budget).collect::<Vec<_>>());
+    let mut top: Vec<usize> = (0..budget).collect();
+    top.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+    assert_eq!(ss.selected, top[..cap]);
+    let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+    let bagel = rerank(&RerankConfig::new(Method::Bagel, budget, cap), &k, &mut o).unwrap();
+    assert_eq!(
+        &bagel.scored[..budget / 2],
+        &(0..budget / 2).collect::<Vec<_>>()[..],
+        "warm start on the MIPS top-B/2"
+    );
+    assert_eq!(bagel.scored.len(), budget);
+    let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+    let rgs = rerank(&RerankConfig::new(Method::Rgs, budget, cap), &k, &mut o).unwrap();
+    assert_eq!(rgs.scored[0], 0, "RGS seeds with the MIPS top-1");
+    assert_eq!(rgs.scored.len(), budget);
+    let mut dedup = rgs.scored.clone();
+    dedup.sort_unstable();
+    dedup.dedup();
+    assert_eq!(dedup.len(), budget, "no document scored twice");
+    for m in [Acquisition::Ucb, Acquisition::Boundary] {
+        let mut cfg = RerankConfig::new(Method::BoundaryMorph, budget, cap);
+        cfg.acquisition = m;
+        cfg.prior = Prior::Zero;
+        let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+        let r = rerank(&cfg, &k, &mut o).unwrap();
+        assert!(r.scored.len() <= budget && r.selected.len() == cap);
+    }
+}
+
+#[test]
+fn bad_input_and_caps() {
+    let (k, scores) = pool(12, 4, 31);
+    let mut o = Precomputed::new(scores.clone(), 100).unwrap();
+    assert!(
+        rerank(&RerankConfig::new(Method::BoundaryMorph, 5, 13), &k, &mut o)
+            .unwrap_err()
+            .to_string()
+            .contains("capacity")
+    );
+    let r = rerank(&RerankConfig::new(Method::SingleStage, 50, 3), &k, &mut o).unwrap();
+    assert_eq!(r.scored.len(), 12);
+    assert!(r.notes.iter().any(|n| n.contains("capped at 12")));
+    assert!(Precomputed::new(vec![0.5, 1.5], 2)
+        .unwrap_err()
+        .to_string()
+        .contains("oracle-scores[1]"));
+    let mut small = Precomputed::new(scores, 2).unwrap();
+    assert!(small.score(&[0, 1, 2]).is_err(), "more calls than the budget");
+    struct Garbage;
+    impl Oracle for Garbage {
+        fn score(&mut self, items: &[usize]) -> ctxprune::Result<Vec<f64>> {
+            Ok(vec![2.0; items.len()])
+        }
+    }
+    let e = rerank(&RerankConfig::new(Method::BoundaryMorph, 3, 2), &k, &mut Garbage).unwrap_err();
+    assert!(e.to_string().contains("outside [0, 1]"), "{e}");
+}
+
+#[test]
+fn ncg_by_hand() {
+    let g = [3.0, 0.0, 2.0, 1.0];
+    assert_eq!(ncg(&[0, 2], &g), 1.0);
+    assert!((ncg(&[1, 3], &g) - 1.0 / 5.0).abs() < 1e-12);
+    assert_eq!(ncg(&[1], &[0.0, 0.0]), 1.0);
+}
