@@ -76,8 +76,9 @@ fn incremental_gp_equals_a_full_refit_at_every_step() {
             obs.push((Some(j), scores[j] - mu0[j]));
             gp.posterior(&mut mean, &mut var);
             let (m2, v2) = full_refit(&k, &mu0, &obs, gp.jitter().unwrap());
-            crate::assert_close(&format!("mean n={n} step {step}"), &mean, &m2, 1e-6);
-            crate::assert_close(&format!("var n={n} step {step}"), &var, &v2, 1e-6);
+            // V is stored in f32 (documented): 1e-5 against the f64 refit.
+            crate::assert_close(&format!("mean n={n} step {step}"), &mean, &m2, 1e-5);
+            crate::assert_close(&format!("var n={n} step {step}"), &var, &v2, 1e-5);
         }
     }
 }

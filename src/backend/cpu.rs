@@ -77,6 +77,31 @@ pub fn sum_pos_diff(s: &[f32], cur: &[f32]) -> f64 {
     reduce(acc)
 }
 
+/// `y[i] += alpha * x[i]` for an `f32` `x` (rows of the GP's stored `V`) into `f64`.
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+pub fn axpy_mixed(alpha: f64, x: &[f32], y: &mut [f64]) {
+    debug_assert_eq!(x.len(), y.len());
+    for (yi, &xi) in y.iter_mut().zip(x) {
+        *yi = alpha.mul_add(f64::from(xi), *yi);
+    }
+}
+
+/// `y[i] -= sum_s l[s] * rows[s][i]` over up to four `f32` rows at once (one load and
+/// store of `y` per four rows: the GP update's `l^T V`).
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+pub fn sub_ltv4(l: [f64; 4], r0: &[f32], r1: &[f32], r2: &[f32], r3: &[f32], y: &mut [f64]) {
+    let n = y.len();
+    let (r0, r1, r2, r3) = (&r0[..n], &r1[..n], &r2[..n], &r3[..n]);
+    for i in 0..n {
+        let mut acc = y[i];
+        acc = (-l[0]).mul_add(f64::from(r0[i]), acc);
+        acc = (-l[1]).mul_add(f64::from(r1[i]), acc);
+        acc = (-l[2]).mul_add(f64::from(r2[i]), acc);
+        acc = (-l[3]).mul_add(f64::from(r3[i]), acc);
+        y[i] = acc;
+    }
+}
+
 /// `v[i] = (v[i] / n) as f32`, the quotient taken in `f64` and rounded once.
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 pub fn div_round(v: &mut [f32], n: f64) {

@@ -350,25 +350,58 @@ impl Run<'_> {
 /// pair is left.
 #[must_use]
 pub fn boundary_pick(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Option<usize> {
+    use std::cmp::Ordering;
+    use std::collections::BinaryHeap;
     let n = mean.len();
-    if n <= k {
+    if n <= k || k == 0 {
         return None;
     }
-    let order = rank(mean);
-    let (inc, ch) = order.split_at(k);
-    // Suffix maxima of the challengers' sigma, for an exact early exit: along the
-    // challengers (mean non-increasing) the gap only grows and the suffix max only falls.
-    let mut smax = vec![0.0f64; ch.len() + 1];
-    for p in (0..ch.len()).rev() {
-        smax[p] = smax[p + 1].max(var[ch[p]].sqrt());
+    // Rank order = mean descending, then MIPS position ascending.
+    let before = |a: usize, b: usize| mean[b].total_cmp(&mean[a]).then(a.cmp(&b));
+    let mut idx: Vec<usize> = (0..n).collect();
+    idx.select_nth_unstable_by(k - 1, |&a, &b| before(a, b));
+    let (inc, ch) = idx.split_at_mut(k);
+    inc.sort_unstable_by(|&a, &b| before(a, b));
+    // Challengers come off a heap in rank order, only as far as the scan needs them: the
+    // gap to an incumbent only grows along the ranking, so once
+    // gap / sqrt(s_i² + max challenger s² + 1e-12) reaches the best z, no later challenger
+    // can beat it.
+    struct C<'m>(usize, &'m [f64]);
+    impl PartialEq for C<'_> {
+        fn eq(&self, o: &Self) -> bool {
+            self.cmp(o) == Ordering::Equal
+        }
     }
+    impl Eq for C<'_> {}
+    impl PartialOrd for C<'_> {
+        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl Ord for C<'_> {
+        fn cmp(&self, o: &Self) -> Ordering {
+            self.1[self.0].total_cmp(&o.1[o.0]).then(o.0.cmp(&self.0))
+        }
+    }
+    let smax2 = ch.iter().map(|&j| var[j]).fold(0.0f64, f64::max);
+    let mut heap: BinaryHeap<C<'_>> = ch.iter().map(|&j| C(j, mean)).collect();
+    let mut ranked: Vec<usize> = Vec::new();
     let mut best: Option<(f64, usize, usize)> = None;
-    for &i in inc {
+    for &i in inc.iter() {
         let si2 = var[i];
-        for (p, &j) in ch.iter().enumerate() {
+        let mut p = 0;
+        loop {
+            if p == ranked.len() {
+                match heap.pop() {
+                    Some(c) => ranked.push(c.0),
+                    None => break,
+                }
+            }
+            let j = ranked[p];
+            p += 1;
             let gap = mean[i] - mean[j];
             if let Some((bz, _, _)) = best {
-                if gap / (si2 + smax[p] * smax[p] + 1e-12).sqrt() >= bz {
+                if gap / (si2 + smax2 + 1e-12).sqrt() >= bz {
                     break;
                 }
             }
