@@ -489,13 +489,18 @@ pub fn load_query(path: &Path) -> Result<Vec<f32>> {
 
 /// Loads token costs: a 1-D `.npy` or a JSON array of numbers.
 pub fn load_costs(path: &Path) -> Result<Vec<f64>> {
+    load_vector(path, "costs")
+}
+
+/// Loads a 1-D vector of numbers (`what` names it in errors): a 1-D `.npy` or a JSON array.
+pub fn load_vector(path: &Path, what: &str) -> Result<Vec<f64>> {
     match ext(path).as_str() {
         "npy" => {
             let (shape, v) = read_npy_f64(path)?;
             if shape.len() != 1 {
                 return Err(Error::format(
                     path,
-                    format!("costs must be 1-D, got shape {shape:?}"),
+                    format!("{what} must be 1-D, got shape {shape:?}"),
                 ));
             }
             Ok(v)

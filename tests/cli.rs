@@ -351,3 +351,123 @@ fn argument_errors_are_one_line_too() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn rerank_prints_the_documented_json_and_refuses_bad_input() {
+    let d = tmp();
+    let (e, q) = fixture(d.path());
+    let mut rng = ctxprune::rng::Rng::new(4);
+    let scores: Vec<f64> = (0..25).map(|_| rng.uniform()).collect();
+    let sp = d.path().join("scores.npy");
+    let bytes: Vec<u8> = scores.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(&sp, npy_bytes("<f8", false, &[25], &bytes)).unwrap();
+    let s = sp.display().to_string();
+    for m in ["boundary-morph", "bagel", "single-stage", "rgs"] {
+        let (code, out, err) = run(&[
+            "rerank",
+            "--method",
+            m,
+            "--embeddings",
+            &e,
+            "--query",
+            &q,
+            "--oracle-scores",
+            &s,
+            "--budget",
+            "8",
+            "--capacity",
+            "5",
+        ]);
+        assert_eq!(code, 0, "{m}: {err}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        for key in [
+            "method",
+            "selected",
+            "scored",
+            "oracle_calls",
+            "kappa",
+            "backend",
+            "elapsed_ms",
+            "oracle_ms",
+        ] {
+            assert!(v.get(key).is_some(), "{m}: missing {key} in {out}");
+        }
+        assert_eq!(v["selected"].as_array().unwrap().len(), 5);
+        assert!(v["oracle_calls"].as_u64().unwrap() <= 8);
+    }
+    // Budget above the pool: capped and said.
+    let (code, _, err) = run(&[
+        "rerank",
+        "--method",
+        "single-stage",
+        "--embeddings",
+        &e,
+        "--query",
+        &q,
+        "--oracle-scores",
+        &s,
+        "--budget",
+        "99",
+        "--capacity",
+        "3",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("capped at 25"), "{err}");
+    // Bad input: capacity > pool, scores outside [0, 1] or of the wrong length, an URL oracle.
+    let bad = d.path().join("bad.npy");
+    let mut b2 = scores.clone();
+    b2[3] = 1.5;
+    std::fs::write(
+        &bad,
+        npy_bytes(
+            "<f8",
+            false,
+            &[25],
+            &b2.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
+        ),
+    )
+    .unwrap();
+    let short = d.path().join("short.npy");
+    std::fs::write(&short, npy_bytes("<f8", false, &[2], &bytes[..16])).unwrap();
+    let (bs, ss) = (bad.display().to_string(), short.display().to_string());
+    for (extra, want) in [
+        (
+            vec!["--oracle-scores", s.as_str(), "--budget", "5", "--capacity", "26"],
+            "capacity",
+        ),
+        (
+            vec!["--oracle-scores", bs.as_str(), "--budget", "5", "--capacity", "3"],
+            "oracle-scores[3]",
+        ),
+        (
+            vec!["--oracle-scores", ss.as_str(), "--budget", "5", "--capacity", "3"],
+            "2 scores for a pool of 25",
+        ),
+        (
+            vec![
+                "--oracle-url",
+                "http://127.0.0.1:9",
+                "--budget",
+                "5",
+                "--capacity",
+                "3",
+            ],
+            "--oracle-url",
+        ),
+    ] {
+        let mut args = vec![
+            "rerank",
+            "--method",
+            "boundary-morph",
+            "--embeddings",
+            &e,
+            "--query",
+            &q,
+        ];
+        args.extend(extra);
+        let (code, out, err) = run(&args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(out.is_empty());
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

@@ -21,8 +21,60 @@ struct Cli {
 enum Cmd {
     /// Score and select candidates by marginal value; prints one JSON object.
     Select(Box<SelectArgs>),
+    /// Choose the k documents for a generator's context with at most B oracle calls;
+    /// prints one JSON object.
+    Rerank(Box<RerankArgs>),
     /// Run every capability on a built-in seeded synthetic pool and print a table.
     Demo,
+}
+
+#[derive(clap::Args)]
+struct RerankArgs {
+    /// boundary-morph, bagel, single-stage or rgs.
+    #[arg(long)]
+    method: String,
+    /// The pool, rows in MIPS order (row 0 = MIPS top-1): .npy, .safetensors[:NAME] or .jsonl.
+    #[arg(long)]
+    embeddings: String,
+    /// Query embedding: .npy of shape (d,) or (1, d), or a JSON array.
+    #[arg(long)]
+    query: PathBuf,
+    /// Precomputed oracle scores in [0, 1], one per pool row (1-D .npy or JSON array).
+    #[arg(long)]
+    oracle_scores: Option<PathBuf>,
+    /// A rerank server (TEI or Cohere API).
+    #[arg(long)]
+    oracle_url: Option<String>,
+    /// tei or cohere.
+    #[arg(long, default_value = "tei")]
+    oracle_api: String,
+    /// Oracle calls allowed, B.
+    #[arg(long)]
+    budget: usize,
+    /// Documents returned, k.
+    #[arg(long)]
+    capacity: usize,
+    /// vmf, rbf or matern52.
+    #[arg(long, default_value = "vmf")]
+    kernel: String,
+    /// vMF concentration (default: the median heuristic).
+    #[arg(long)]
+    kappa: Option<f32>,
+    /// mips or zero.
+    #[arg(long, default_value = "mips")]
+    prior: String,
+    /// boundary or ucb.
+    #[arg(long, default_value = "boundary")]
+    acquisition: String,
+    /// UCB beta0.
+    #[arg(long, default_value_t = 1.0)]
+    beta0: f64,
+    /// RGS k-NN graph degree.
+    #[arg(long, default_value_t = 16)]
+    graph_degree: usize,
+    /// auto, cpu or cuda.
+    #[arg(long, default_value = "auto")]
+    backend: String,
 }
 
 #[derive(clap::Args)]
@@ -102,6 +154,7 @@ fn main() -> ExitCode {
     };
     let r = match cli.cmd {
         Cmd::Select(a) => run_select(*a),
+        Cmd::Rerank(a) => run_rerank(*a),
         Cmd::Demo => ctxprune::demo::run().map(|t| print!("{t}")),
     };
     match r {
@@ -264,6 +317,127 @@ fn run_select(a: SelectArgs) -> Result<()> {
     if costs.is_some() {
         out["tokens"] = sel.tokens_selected.into();
     }
+    println!("{out}");
+    Ok(())
+}
+
+/// Times the oracle so `elapsed_ms` can exclude it.
+struct Timed<'a> {
+    inner: &'a mut dyn ctxprune::rerank::Oracle,
+    spent: std::time::Duration,
+}
+
+impl ctxprune::rerank::Oracle for Timed<'_> {
+    fn score(&mut self, items: &[usize]) -> Result<Vec<f64>> {
+        let t = std::time::Instant::now();
+        let r = self.inner.score(items);
+        self.spent += t.elapsed();
+        r
+    }
+}
+
+fn run_rerank(a: RerankArgs) -> Result<()> {
+    use ctxprune::rerank::{rerank, Acquisition, DenseKernel, Precomputed, Prior, RerankConfig};
+    use ctxprune::similarity::{Kernel, KernelKind};
+    let method: ctxprune::rerank::Method = a.method.parse()?;
+    let backend = Backend::choose(a.backend.parse::<BackendChoice>()?)?;
+    if backend.backend != Backend::Cpu {
+        return Err(Error::Backend {
+            backend: "cuda".into(),
+            msg: "rerank has no CUDA kernels in this version".into(),
+        });
+    }
+    let kind: KernelKind = a.kernel.parse()?;
+    let prior = match a.prior.as_str() {
+        "mips" => Prior::Mips,
+        "zero" => Prior::Zero,
+        p => {
+            return Err(Error::invalid(
+                "--prior",
+                format!("unknown prior '{p}' (mips, zero)"),
+            ))
+        }
+    };
+    let acquisition = match a.acquisition.as_str() {
+        "boundary" => Acquisition::Boundary,
+        "ucb" => Acquisition::Ucb,
+        p => {
+            return Err(Error::invalid(
+                "--acquisition",
+                format!("unknown acquisition '{p}' (boundary, ucb)"),
+            ))
+        }
+    };
+    if a.kappa.is_some() && kind != KernelKind::Vmf {
+        return Err(Error::invalid("--kappa", "applies to the vmf kernel"));
+    }
+    let scores = match (&a.oracle_scores, &a.oracle_url) {
+        (Some(p), None) => io::load_vector(p, "oracle scores")?,
+        (None, Some(_)) => {
+            return Err(Error::invalid(
+                "--oracle-url",
+                format!(
+                    "the HTTP rerank client ({}) is not in this version; use --oracle-scores",
+                    a.oracle_api
+                ),
+            ))
+        }
+        _ => {
+            return Err(Error::invalid(
+                "--oracle-scores",
+                "give exactly one of --oracle-scores and --oracle-url",
+            ))
+        }
+    };
+    let mut pool = io::load_embeddings(&a.embeddings)?.embeddings;
+    let query = io::load_query(&a.query)?;
+    if scores.len() != pool.rows() {
+        return Err(Error::invalid(
+            "--oracle-scores",
+            format!("{} scores for a pool of {}", scores.len(), pool.rows()),
+        ));
+    }
+    let mut oracle = Precomputed::new(scores, a.budget.min(pool.rows()))?;
+
+    let t = std::time::Instant::now();
+    pool.normalize()?;
+    let kernel = match (kind, a.kappa) {
+        (KernelKind::Vmf, Some(k)) => Kernel::Vmf { kappa: k },
+        _ => Kernel::with_median_heuristic(kind, &pool)?,
+    };
+    let dk = DenseKernel::build(&pool, &query, kernel)?;
+    let mut cfg = RerankConfig::new(method, a.budget, a.capacity);
+    cfg.prior = prior;
+    cfg.acquisition = acquisition;
+    cfg.beta0 = a.beta0;
+    cfg.graph_degree = a.graph_degree;
+    let mut timed = Timed {
+        inner: &mut oracle,
+        spent: std::time::Duration::ZERO,
+    };
+    let r = rerank(&cfg, &dk, &mut timed)?;
+    let oracle_ms = timed.spent.as_secs_f64() * 1e3;
+    let elapsed_ms = t.elapsed().as_secs_f64() * 1e3 - oracle_ms;
+    if let Some(reason) = &backend.reason {
+        eprintln!("note: backend auto: running on the CPU ({reason})");
+    }
+    for n in &r.notes {
+        eprintln!("note: {n}");
+    }
+    let kappa = match kernel {
+        Kernel::Vmf { kappa } => serde_json::json!(kappa),
+        _ => serde_json::Value::Null,
+    };
+    let out = serde_json::json!({
+        "method": method.name(),
+        "selected": r.selected,
+        "scored": r.scored,
+        "oracle_calls": r.scored.len(),
+        "kappa": kappa,
+        "backend": "cpu",
+        "elapsed_ms": elapsed_ms,
+        "oracle_ms": oracle_ms,
+    });
     println!("{out}");
     Ok(())
 }
