@@ -14,6 +14,7 @@
 //! Status: the HTTP oracle clients, the `eval` generator and the plot are not in this
 //! version (see the issue notes).
 
+pub mod eval;
 pub mod gp;
 pub mod metrics;
 pub mod oracle;

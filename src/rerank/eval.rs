@@ -1,0 +1,232 @@
+//! The built-in evaluation of `ctxprune eval`: a seeded generator of diffuse queries and
+//! a runner that scores every method per budget and capacity.
+//!
+//! Each problem: `N` documents in `d` dimensions around 24 topic centres; a diffuse query
+//! between two topics; true relevance with three modes — the query's two topics and one
+//! topic far from the query (`rel(x) = max_m w_m exp(6 (cos(x, p_m) - 1))`); graded
+//! labels 0–3 from it; an oracle `clamp(rel + N(0, 0.05²), 0, 1)`; and an imperfect MIPS
+//! order (`cos(x, q) + N(0, 0.05²)`), which is the pool's row order.
+
+use super::metrics::ncg;
+use super::{rerank, Acquisition, DenseKernel, Method, Precomputed, Prior, RerankConfig};
+use crate::embeddings::Embeddings;
+use crate::error::Result;
+use crate::rng::Rng;
+use crate::similarity::{Kernel, KernelKind};
+
+/// One generated problem.
+pub struct Problem {
+    /// The pool's kernel (rows in MIPS order).
+    pub kernel: DenseKernel,
+    /// Oracle scores in `[0, 1]`, in pool order.
+    pub oracle: Vec<f64>,
+    /// Graded labels 0–3, in pool order.
+    pub labels: Vec<f64>,
+}
+
+fn unit(v: Vec<f64>) -> Vec<f64> {
+    let n = v.iter().map(|x| x * x).sum::<f64>().sqrt().max(1e-300);
+    v.into_iter().map(|x| x / n).collect()
+}
+
+fn cos(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// A seeded problem of `n` documents in `d` dimensions.
+pub fn generate(n: usize, d: usize, seed: u64) -> Result<Problem> {
+    let mut rng = Rng::new(seed);
+    let topics = 24;
+    let g = |rng: &mut Rng| unit((0..d).map(|_| rng.normal()).collect());
+    let centres: Vec<Vec<f64>> = (0..topics).map(|_| g(&mut rng)).collect();
+    let q = unit(
+        (0..d)
+            .map(|k| centres[0][k] + centres[1][k] + 0.5 * rng.normal() / (d as f64).sqrt())
+            .collect(),
+    );
+    let far = (2..topics).fold(2, |b, t| {
+        if cos(&centres[t], &q) < cos(&centres[b], &q) {
+            t
+        } else {
+            b
+        }
+    });
+    let peaks = [(0usize, 1.0), (1, 0.8), (far, 0.9)];
+    let mut docs = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = rng.below(topics);
+        let spread = 0.8 + 0.8 * rng.uniform();
+        docs.push(unit(
+            (0..d)
+                .map(|k| centres[t][k] + spread * rng.normal() / (d as f64).sqrt())
+                .collect(),
+        ));
+    }
+    let rel: Vec<f64> = docs
+        .iter()
+        .map(|x| {
+            peaks
+                .iter()
+                .map(|&(p, w)| w * (6.0 * (cos(x, &centres[p]) - 1.0)).exp())
+                .fold(0.0, f64::max)
+        })
+        .collect();
+    let mips: Vec<f64> = docs.iter().map(|x| cos(x, &q) + 0.05 * rng.normal()).collect();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| mips[b].total_cmp(&mips[a]).then(a.cmp(&b)));
+    let rows: Vec<Vec<f32>> = order
+        .iter()
+        .map(|&i| docs[i].iter().map(|&v| v as f32).collect())
+        .collect();
+    let mut e = Embeddings::from_rows(&rows, "eval")?;
+    e.normalize()?;
+    let qf: Vec<f32> = q.iter().map(|&v| v as f32).collect();
+    let kernel = DenseKernel::build(&e, &qf, Kernel::with_median_heuristic(KernelKind::Vmf, &e)?)?;
+    let oracle = order
+        .iter()
+        .map(|&i| (rel[i] + 0.05 * rng.normal()).clamp(0.0, 1.0))
+        .collect();
+    let labels = order
+        .iter()
+        .map(|&i| match rel[i] {
+            r if r > 0.7 => 3.0,
+            r if r > 0.5 => 2.0,
+            r if r > 0.3 => 1.0,
+            _ => 0.0,
+        })
+        .collect();
+    Ok(Problem {
+        kernel,
+        oracle,
+        labels,
+    })
+}
+
+/// A method as the evaluation runs it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Variant {
+    /// Name in the table.
+    pub name: &'static str,
+    method: Method,
+    prior: Prior,
+    acquisition: Acquisition,
+    beta0: f64,
+}
+
+/// BAGEL's `beta0` sweep (SPEC §3); the table keeps the best per cell.
+pub const BAGEL_BETAS: [f64; 4] = [0.0, 0.5, 1.0, 2.0];
+
+/// Every method and ablation the evaluation runs.
+#[must_use]
+pub fn variants() -> Vec<Variant> {
+    let v = |name, method, prior, acquisition, beta0| Variant {
+        name,
+        method,
+        prior,
+        acquisition,
+        beta0,
+    };
+    let mut out = vec![
+        v(
+            "single-stage",
+            Method::SingleStage,
+            Prior::Mips,
+            Acquisition::Boundary,
+            1.0,
+        ),
+        v("rgs", Method::Rgs, Prior::Mips, Acquisition::Boundary, 1.0),
+    ];
+    for (i, &b) in BAGEL_BETAS.iter().enumerate() {
+        let name = ["bagel(b0=0)", "bagel(b0=0.5)", "bagel(b0=1)", "bagel(b0=2)"][i];
+        out.push(v(name, Method::Bagel, Prior::Zero, Acquisition::Ucb, b));
+    }
+    out.push(v(
+        "boundary-morph",
+        Method::BoundaryMorph,
+        Prior::Mips,
+        Acquisition::Boundary,
+        1.0,
+    ));
+    out.push(v(
+        "ablation:no-prior",
+        Method::BoundaryMorph,
+        Prior::Zero,
+        Acquisition::Boundary,
+        1.0,
+    ));
+    out.push(v(
+        "ablation:ucb",
+        Method::BoundaryMorph,
+        Prior::Mips,
+        Acquisition::Ucb,
+        1.0,
+    ));
+    out
+}
+
+/// Mean quality of one method in one cell.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cell {
+    /// Method name.
+    pub method: String,
+    /// Oracle budget.
+    pub budget: usize,
+    /// Capacity.
+    pub capacity: usize,
+    /// Mean CE-nCG@k.
+    pub ce_ncg: f64,
+    /// Mean nCG@k against the graded labels.
+    pub ncg: f64,
+}
+
+/// Runs every variant on `problems` seeded problems of `n` documents; `progress` is told
+/// after each problem.
+pub fn run(
+    problems: usize,
+    seed: u64,
+    n: usize,
+    budgets: &[usize],
+    capacities: &[usize],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<Cell>> {
+    let vs = variants();
+    let mut sums = vec![(0.0, 0.0); vs.len() * budgets.len() * capacities.len()];
+    for p in 0..problems {
+        let prob = generate(n, 64, seed.wrapping_add(p as u64))?;
+        let mut slot = 0;
+        for &b in budgets {
+            for &k in capacities {
+                for v in &vs {
+                    let mut cfg = RerankConfig::new(v.method, b, k);
+                    cfg.prior = v.prior;
+                    cfg.acquisition = v.acquisition;
+                    cfg.beta0 = v.beta0;
+                    let mut o = Precomputed::new(prob.oracle.clone(), b.min(n))?;
+                    let r = rerank(&cfg, &prob.kernel, &mut o)?;
+                    sums[slot].0 += ncg(&r.selected, &prob.oracle);
+                    sums[slot].1 += ncg(&r.selected, &prob.labels);
+                    slot += 1;
+                }
+            }
+        }
+        progress(p + 1, problems);
+    }
+    let mut out = Vec::new();
+    let mut slot = 0;
+    for &b in budgets {
+        for &k in capacities {
+            for v in &vs {
+                let (c, g) = sums[slot];
+                out.push(Cell {
+                    method: v.name.to_string(),
+                    budget: b,
+                    capacity: k,
+                    ce_ncg: c / problems as f64,
+                    ncg: g / problems as f64,
+                });
+                slot += 1;
+            }
+        }
+    }
+    Ok(out)
+}
