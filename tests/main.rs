@@ -3,6 +3,8 @@
 
 mod backend;
 mod cli;
+#[cfg(feature = "http")]
+mod http;
 mod io;
 mod pipeline;
 mod rerank;

@@ -70,6 +70,12 @@ struct RerankArgs {
     /// tei or cohere.
     #[arg(long, default_value = "tei")]
     oracle_api: String,
+    /// Pool texts as JSON lines with "text" (for --oracle-url).
+    #[arg(long)]
+    texts: Option<PathBuf>,
+    /// The query text (for --oracle-url).
+    #[arg(long)]
+    query_text: Option<String>,
     /// Oracle calls allowed, B.
     #[arg(long)]
     budget: usize,
@@ -394,16 +400,47 @@ fn run_rerank(a: RerankArgs) -> Result<()> {
     if a.kappa.is_some() && kind != KernelKind::Vmf {
         return Err(Error::invalid("--kappa", "applies to the vmf kernel"));
     }
-    let scores = match (&a.oracle_scores, &a.oracle_url) {
-        (Some(p), None) => io::load_vector(p, "oracle scores")?,
-        (None, Some(_)) => {
-            return Err(Error::invalid(
-                "--oracle-url",
-                format!(
-                    "the HTTP rerank client ({}) is not in this version; use --oracle-scores",
-                    a.oracle_api
-                ),
-            ))
+    let mut pool = io::load_embeddings(&a.embeddings)?.embeddings;
+    let query = io::load_query(&a.query)?;
+    let n = pool.rows();
+    let mut oracle: Box<dyn ctxprune::rerank::Oracle> = match (&a.oracle_scores, &a.oracle_url) {
+        (Some(p), None) => {
+            let scores = io::load_vector(p, "oracle scores")?;
+            if scores.len() != n {
+                return Err(Error::invalid(
+                    "--oracle-scores",
+                    format!("{} scores for a pool of {n}", scores.len()),
+                ));
+            }
+            Box::new(Precomputed::new(scores, a.budget.min(n))?)
+        }
+        (None, Some(url)) => {
+            let texts = match &a.texts {
+                Some(p) => io::load_texts(p)?.0,
+                None => {
+                    return Err(Error::invalid(
+                        "--texts",
+                        "--oracle-url needs the pool's texts (--texts FILE.jsonl)",
+                    ))
+                }
+            };
+            if texts.len() != n {
+                return Err(Error::invalid(
+                    "--texts",
+                    format!("{} texts for a pool of {n}", texts.len()),
+                ));
+            }
+            let qt = a
+                .query_text
+                .as_deref()
+                .ok_or_else(|| Error::invalid("--query-text", "--oracle-url needs the query text"))?;
+            let cfg = ctxprune::rerank::http::HttpConfig::new(url, a.oracle_api.parse()?);
+            Box::new(ctxprune::rerank::http::HttpOracle::new(
+                cfg,
+                qt,
+                texts,
+                a.budget.min(n),
+            )?)
         }
         _ => {
             return Err(Error::invalid(
@@ -412,16 +449,6 @@ fn run_rerank(a: RerankArgs) -> Result<()> {
             ))
         }
     };
-    let mut pool = io::load_embeddings(&a.embeddings)?.embeddings;
-    let query = io::load_query(&a.query)?;
-    if scores.len() != pool.rows() {
-        return Err(Error::invalid(
-            "--oracle-scores",
-            format!("{} scores for a pool of {}", scores.len(), pool.rows()),
-        ));
-    }
-    let mut oracle = Precomputed::new(scores, a.budget.min(pool.rows()))?;
-
     let t = std::time::Instant::now();
     pool.normalize()?;
     let kernel = match (kind, a.kappa) {
@@ -435,7 +462,7 @@ fn run_rerank(a: RerankArgs) -> Result<()> {
     cfg.beta0 = a.beta0;
     cfg.graph_degree = a.graph_degree;
     let mut timed = Timed {
-        inner: &mut oracle,
+        inner: oracle.as_mut(),
         spent: std::time::Duration::ZERO,
     };
     let r = rerank(&cfg, &dk, &mut timed)?;

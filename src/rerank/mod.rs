@@ -11,11 +11,14 @@
 //! - single-stage rerank of the MIPS top-B;
 //! - RGS: greedy expansion over a k-NN graph of the pool.
 //!
-//! Status: the HTTP oracle clients, the `eval` generator and the plot are not in this
-//! version (see the issue notes).
+//! Oracles: [`Precomputed`] scores for evaluation, and (feature `http`) clients for TEI
+//! and Cohere-style rerank servers with a batching queue ([`http`]). [`eval`] is the
+//! seeded benchmark behind `ctxprune eval`.
 
 pub mod eval;
 pub mod gp;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod metrics;
 pub mod oracle;
 
