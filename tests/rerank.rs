@@ -247,3 +247,25 @@ fn ncg_by_hand() {
     assert!((ncg(&[1, 3], &g) - 1.0 / 5.0).abs() < 1e-12);
     assert_eq!(ncg(&[1], &[0.0, 0.0]), 1.0);
 }
+
+#[test]
+fn eval_runs_every_variant_and_plots() {
+    use ctxprune::rerank::eval;
+    let a = eval::generate(300, 8, 5).unwrap();
+    let b = eval::generate(300, 8, 5).unwrap();
+    assert_eq!(a.oracle, b.oracle, "the generator is seeded");
+    assert!(a.oracle.iter().all(|s| (0.0..=1.0).contains(s)));
+    assert!(a.labels.iter().any(|&l| l > 0.0));
+    let mut seen = vec![];
+    let cells = eval::run(2, 9, 300, &[5, 10], &[3], &mut |p, n| seen.push((p, n))).unwrap();
+    assert_eq!(seen, vec![(1, 2), (2, 2)]);
+    assert_eq!(cells.len(), 2 * eval::variants().len());
+    assert!(cells
+        .iter()
+        .all(|c| (0.0..=1.0 + 1e-12).contains(&c.ce_ncg) && (0.0..=1.0 + 1e-12).contains(&c.ncg)));
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("q.png");
+    ctxprune::rerank::plot::plot(&cells, &p).unwrap();
+    let bytes = std::fs::read(&p).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+}

@@ -45,7 +45,7 @@ struct EvalArgs {
     /// Capacities, comma-separated.
     #[arg(long, default_value = "50,100")]
     capacities: String,
-    /// Draw quality against budget to this PNG (not in this version: refused).
+    /// Draw CE-nCG@k against budget to this PNG.
     #[arg(long)]
     plot: Option<PathBuf>,
 }
@@ -504,9 +504,6 @@ fn run_eval(a: EvalArgs) -> Result<()> {
             format!("{k} is outside 1..=10000 (the pool)"),
         ));
     }
-    if a.plot.is_some() {
-        return Err(Error::invalid("--plot", "plotting is not in this version"));
-    }
     let t = std::time::Instant::now();
     let cells =
         ctxprune::rerank::eval::run(a.problems, a.seed, 10_000, &budgets, &capacities, &mut |p, n| {
@@ -545,6 +542,10 @@ fn run_eval(a: EvalArgs) -> Result<()> {
                 );
             }
         }
+    }
+    if let Some(p) = &a.plot {
+        ctxprune::rerank::plot::plot(&cells, p)?;
+        eprintln!("wrote {}", p.display());
     }
     Ok(())
 }

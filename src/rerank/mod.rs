@@ -21,6 +21,7 @@ pub mod gp;
 pub mod http;
 pub mod metrics;
 pub mod oracle;
+pub mod plot;
 
 use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
