@@ -38,9 +38,9 @@ impl Canvas {
     fn text(&mut self, x: i64, y: i64, s: &str, c: [u8; 3]) {
         for (k, ch) in s.to_ascii_uppercase().chars().enumerate() {
             let g = glyph(ch);
-            for row in 0..5 {
+            for (row, bits) in g.iter().enumerate() {
                 for col in 0..3 {
-                    if g[row] >> (2 - col) & 1 == 1 {
+                    if bits >> (2 - col) & 1 == 1 {
                         for d in 0..4 {
                             self.set(x + k as i64 * 8 + col * 2 + d % 2, y + row as i64 * 2 + d / 2, c);
                         }
