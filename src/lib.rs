@@ -14,6 +14,8 @@
 //!   paper's accounting.
 //! - [`rerank`]: budgeted top-k selection with a limited oracle (BoundaryMORPH, BAGEL,
 //!   single-stage, RGS) over an incrementally updated GP (SPEC §3).
+//! - [`cost`]: effective token cost, FLOPs per token from a model's shape, the listwise
+//!   window plan, NDCG@k and Recall@k (SPEC §4).
 //! - [`backend`]: the backend boundary (CPU reference primitives; CUDA detection).
 //! - [`io`]: `.npy`, safetensors and JSON-lines loaders with errors that name the row.
 //! - [`demo`]: the built-in seeded synthetic pool behind `ctxprune demo`.
@@ -31,6 +33,7 @@
 #![cfg_attr(not(feature = "cuda"), forbid(unsafe_code))]
 
 pub mod backend;
+pub mod cost;
 pub mod demo;
 pub mod embeddings;
 pub mod error;

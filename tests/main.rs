@@ -3,6 +3,7 @@
 
 mod backend;
 mod cli;
+mod cost;
 #[cfg(feature = "http")]
 mod http;
 mod io;
