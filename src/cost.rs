@@ -83,8 +83,19 @@ impl ModelShape {
         };
         let layers_n = need("num_hidden_layers")?;
         let q_heads = need("num_attention_heads")?;
-        let activation = match v.get("hidden_act").and_then(|a| a.as_str()).unwrap_or("silu") {
+        // Gemma-family MLPs are gated GELU (GeGLU): three matrices like SwiGLU.
+        let gemma = v
+            .get("model_type")
+            .and_then(|m| m.as_str())
+            .is_some_and(|m| m.starts_with("gemma"));
+        let act = v
+            .get("hidden_act")
+            .or_else(|| v.get("hidden_activation"))
+            .and_then(|a| a.as_str())
+            .unwrap_or("silu");
+        let activation = match act {
             "silu" | "swiglu" | "swish" => Activation::SwiGlu,
+            a if a.starts_with("gelu") && gemma => Activation::SwiGlu,
             a if a.starts_with("gelu") => Activation::Gelu,
             a => {
                 return Err(Error::format(
@@ -119,7 +130,11 @@ impl ModelShape {
         }
         let shape = ModelShape {
             hidden: need("hidden_size")?,
-            ffn: need("intermediate_size")?,
+            // MoE configs that give the expert width separately (Qwen-MoE style).
+            ffn: match get("moe_intermediate_size") {
+                Some(f) if get("num_experts_per_tok").is_some() => f,
+                _ => need("intermediate_size")?,
+            },
             q_heads,
             kv_heads: get("num_key_value_heads").unwrap_or(q_heads),
             experts_active: get("num_experts_per_tok")
@@ -213,17 +228,26 @@ pub fn window_plan(depth: usize, window: usize, stride: usize) -> Result<(Vec<(u
     Ok((out, fed as f64 / depth as f64))
 }
 
-/// NDCG@k of a ranking against graded gains (`gain[doc]`), with `2^g - 1` gains and
-/// `log2(rank + 1)` discounts; 0 when no document has gain.
+/// A ranking with repeated documents counted once (first occurrence).
+fn dedup(ranking: &[usize]) -> Vec<usize> {
+    let mut seen = std::collections::HashSet::new();
+    ranking.iter().copied().filter(|d| seen.insert(*d)).collect()
+}
+
+/// NDCG@k of a ranking against graded gains (`gain[doc]`), with linear gains and
+/// `log2(rank + 1)` discounts as trec_eval computes it; repeated documents count once;
+/// 0 when no document has gain.
 #[must_use]
 pub fn ndcg_at_k(ranking: &[usize], gain: &[f64], k: usize) -> f64 {
     let dcg = |g: &mut dyn Iterator<Item = f64>| -> f64 {
         g.take(k)
             .enumerate()
-            .map(|(i, x)| (2f64.powf(x) - 1.0) / ((i + 2) as f64).log2())
+            .map(|(i, x)| x / ((i + 2) as f64).log2())
             .sum()
     };
-    let got = dcg(&mut ranking.iter().map(|&d| gain.get(d).copied().unwrap_or(0.0)));
+    let got = dcg(&mut dedup(ranking)
+        .into_iter()
+        .map(|d| gain.get(d).copied().unwrap_or(0.0)));
     let mut ideal = gain.to_vec();
     ideal.sort_by(|a, b| b.total_cmp(a));
     let best = dcg(&mut ideal.into_iter());
@@ -234,18 +258,18 @@ pub fn ndcg_at_k(ranking: &[usize], gain: &[f64], k: usize) -> f64 {
     }
 }
 
-/// Recall@k: relevant documents (gain > 0) in the top `k`, over all relevant ones; 0 when
-/// none is relevant.
+/// Recall@k: relevant documents (gain > 0) in the top `k` (repeats counted once), over all
+/// relevant ones; 0 when none is relevant.
 #[must_use]
 pub fn recall_at_k(ranking: &[usize], gain: &[f64], k: usize) -> f64 {
     let rel = gain.iter().filter(|&&g| g > 0.0).count();
     if rel == 0 {
         return 0.0;
     }
-    let hit = ranking
-        .iter()
+    let hit = dedup(ranking)
+        .into_iter()
         .take(k)
-        .filter(|&&d| gain.get(d).is_some_and(|&g| g > 0.0))
+        .filter(|&d| gain.get(d).is_some_and(|&g| g > 0.0))
         .count();
     hit as f64 / rel as f64
 }

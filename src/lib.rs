@@ -16,6 +16,8 @@
 //!   single-stage, RGS) over an incrementally updated GP (SPEC §3).
 //! - [`cost`]: effective token cost, FLOPs per token from a model's shape, the listwise
 //!   window plan, NDCG@k and Recall@k (SPEC §4).
+//! - [`mask`]: observation masking of agent trajectories in OpenAI and Anthropic message
+//!   formats, with token accounting ([`tokens`]: tiktoken encodings and an approximation).
 //! - [`backend`]: the backend boundary (CPU reference primitives; CUDA detection).
 //! - [`io`]: `.npy`, safetensors and JSON-lines loaders with errors that name the row.
 //! - [`demo`]: the built-in seeded synthetic pool behind `ctxprune demo`.
@@ -38,11 +40,13 @@ pub mod demo;
 pub mod embeddings;
 pub mod error;
 pub mod io;
+pub mod mask;
 pub mod pipeline;
 pub mod rerank;
 pub mod rng;
 pub mod select;
 pub mod similarity;
+pub mod tokens;
 
 pub use backend::{Backend, BackendChoice};
 pub use embeddings::Embeddings;

@@ -80,12 +80,16 @@ fn window_plan_etc_and_retrieval_metrics() {
     assert!(window_plan(0, 20, 10).is_err());
     assert_eq!(effective_token_cost(100.0, 50.0, 10.0, 0.3, 5.0), 165.0);
     assert_eq!(heterogeneous_etc(165.0, 100.0, 0.32), 197.0);
-    // NDCG@3 of ranking [1, 0, 2] with gains [3, 1, 0]: (1/log2 2 + 7/log2 3) / (7 + 1/log2 3).
+    // NDCG@3 of ranking [1, 0, 2] with gains [3, 1, 0], linear gains (trec_eval):
+    // (1/log2 2 + 3/log2 3) / (3 + 1/log2 3).
     let got = ndcg_at_k(&[1, 0, 2], &[3.0, 1.0, 0.0], 3);
-    let want = (1.0 + 7.0 / 3f64.log2()) / (7.0 + 1.0 / 3f64.log2());
+    let want = (1.0 + 3.0 / 3f64.log2()) / (3.0 + 1.0 / 3f64.log2());
     assert!((got - want).abs() < 1e-12);
     assert_eq!(ndcg_at_k(&[0], &[0.0], 1), 0.0);
     assert_eq!(recall_at_k(&[2, 0, 1], &[3.0, 1.0, 0.0], 2), 0.5);
+    // Repeats count once.
+    assert_eq!(recall_at_k(&[0, 0], &[1.0, 1.0], 2), 0.5);
+    assert!(ndcg_at_k(&[0, 0, 0], &[1.0, 1.0, 1.0], 3) <= 1.0);
 }
 
 #[test]

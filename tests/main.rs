@@ -7,6 +7,7 @@ mod cost;
 #[cfg(feature = "http")]
 mod http;
 mod io;
+mod mask;
 mod pipeline;
 mod rerank;
 mod scorers;

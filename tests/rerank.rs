@@ -269,3 +269,25 @@ fn eval_runs_every_variant_and_plots() {
     let bytes = std::fs::read(&p).unwrap();
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
 }
+
+#[test]
+fn equal_posterior_means_tie_by_mips_position() {
+    // Zero prior, nothing scored: every mean is exactly the query's residual mean, so the
+    // ranking is the MIPS order and BAGEL with beta0 = 0 calls the MIPS top-1 first.
+    let (k, scores) = pool(25, 6, 41);
+    let gp = Gp::new(&k, vec![0.0; 25], 0.0).unwrap();
+    let (mut m, mut v) = (vec![0.0; 25], vec![0.0; 25]);
+    gp.posterior(&mut m, &mut v);
+    assert!(m.iter().all(|&x| x == m[0]), "{m:?}");
+    let mut cfg = RerankConfig::new(Method::Bagel, 1, 3);
+    cfg.beta0 = 0.0;
+    let mut o = Precomputed::new(scores.clone(), 1).unwrap();
+    assert_eq!(rerank(&cfg, &k, &mut o).unwrap().scored, vec![0]);
+    let mut o = Precomputed::new(scores, 0).unwrap();
+    assert_eq!(
+        rerank(&RerankConfig::new(Method::Bagel, 0, 3), &k, &mut o)
+            .unwrap()
+            .selected,
+        vec![0, 1, 2]
+    );
+}

@@ -27,11 +27,54 @@ enum Cmd {
     /// Run every budgeted top-k method on built-in seeded problems and print mean
     /// CE-nCG@k / nCG@k per method, budget and capacity.
     Eval(EvalArgs),
+    /// Mask stale tool observations in a trajectory read from stdin; writes the masked
+    /// messages to stdout.
+    Mask(MaskArgs),
     /// Cost accounting: FLOPs per token, effective token cost, listwise window plans.
     #[command(subcommand)]
     Cost(CostCmd),
     /// Run every capability on a built-in seeded synthetic pool and print a table.
     Demo,
+}
+
+#[derive(clap::Args)]
+struct MaskArgs {
+    /// openai or anthropic.
+    #[arg(long)]
+    format: String,
+    /// Turns whose observations are kept.
+    #[arg(long, default_value_t = 5)]
+    window: usize,
+    /// Keep error observations (true or false).
+    #[arg(long, default_value = "true")]
+    keep_errors: String,
+    /// Keep the first observation.
+    #[arg(long)]
+    keep_first: bool,
+    /// Tools never masked, comma-separated.
+    #[arg(long)]
+    tools_keep: Option<String>,
+    /// When given, the only tools masked, comma-separated.
+    #[arg(long)]
+    tools_mask: Option<String>,
+    /// Mask only when the context exceeds this many tokens.
+    #[arg(long)]
+    trigger_tokens: Option<usize>,
+    /// Mask only when at least this many tokens would be cleared.
+    #[arg(long, default_value_t = 0)]
+    clear_at_least: usize,
+    /// Move the masking boundary in steps of this many turns.
+    #[arg(long, default_value_t = 1)]
+    step: usize,
+    /// Placeholder template ({tool}, {args}, {tokens}, {lines}).
+    #[arg(long)]
+    placeholder: Option<String>,
+    /// o200k_base, cl100k_base or approx.
+    #[arg(long, default_value = "o200k_base")]
+    tokenizer: String,
+    /// Write the accounting as JSON to this file.
+    #[arg(long)]
+    stats: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -164,18 +207,18 @@ struct RerankArgs {
     /// vMF concentration (default: the median heuristic).
     #[arg(long)]
     kappa: Option<f32>,
-    /// mips or zero.
-    #[arg(long, default_value = "mips")]
-    prior: String,
-    /// boundary or ucb.
-    #[arg(long, default_value = "boundary")]
-    acquisition: String,
-    /// UCB beta0.
-    #[arg(long, default_value_t = 1.0)]
-    beta0: f64,
-    /// RGS k-NN graph degree.
-    #[arg(long, default_value_t = 16)]
-    graph_degree: usize,
+    /// boundary-morph's prior: mips (default) or zero.
+    #[arg(long)]
+    prior: Option<String>,
+    /// boundary-morph's acquisition: boundary (default) or ucb.
+    #[arg(long)]
+    acquisition: Option<String>,
+    /// UCB beta0 (bagel, or boundary-morph with --acquisition ucb). By default 1.
+    #[arg(long)]
+    beta0: Option<f64>,
+    /// RGS k-NN graph degree. By default 16.
+    #[arg(long)]
+    graph_degree: Option<usize>,
     /// auto, cpu or cuda.
     #[arg(long, default_value = "auto")]
     backend: String,
@@ -261,6 +304,7 @@ fn main() -> ExitCode {
         Cmd::Rerank(a) => run_rerank(*a),
         Cmd::Eval(a) => run_eval(a),
         Cmd::Cost(c) => run_cost(c),
+        Cmd::Mask(a) => run_mask(a),
         Cmd::Demo => ctxprune::demo::run().map(|t| print!("{t}")),
     };
     match r {
@@ -454,7 +498,25 @@ fn run_rerank(a: RerankArgs) -> Result<()> {
         });
     }
     let kind: KernelKind = a.kernel.parse()?;
-    let prior = match a.prior.as_str() {
+    use ctxprune::rerank::Method as M;
+    // Options a method does not use are errors, never silently ignored.
+    let only = |given: bool, flag: &str, ok: &[M]| -> Result<()> {
+        if given && !ok.contains(&method) {
+            return Err(Error::invalid(
+                flag,
+                format!("does not apply to {}", method.name()),
+            ));
+        }
+        Ok(())
+    };
+    only(a.prior.is_some(), "--prior", &[M::BoundaryMorph])?;
+    only(a.acquisition.is_some(), "--acquisition", &[M::BoundaryMorph])?;
+    only(a.beta0.is_some(), "--beta0", &[M::BoundaryMorph, M::Bagel])?;
+    only(a.graph_degree.is_some(), "--graph-degree", &[M::Rgs])?;
+    if a.graph_degree == Some(0) {
+        return Err(Error::invalid("--graph-degree", "must be at least 1"));
+    }
+    let prior = match a.prior.as_deref().unwrap_or("mips") {
         "mips" => Prior::Mips,
         "zero" => Prior::Zero,
         p => {
@@ -464,7 +526,7 @@ fn run_rerank(a: RerankArgs) -> Result<()> {
             ))
         }
     };
-    let acquisition = match a.acquisition.as_str() {
+    let acquisition = match a.acquisition.as_deref().unwrap_or("boundary") {
         "boundary" => Acquisition::Boundary,
         "ucb" => Acquisition::Ucb,
         p => {
@@ -474,6 +536,9 @@ fn run_rerank(a: RerankArgs) -> Result<()> {
             ))
         }
     };
+    if a.beta0.is_some() && method == M::BoundaryMorph && acquisition != Acquisition::Ucb {
+        return Err(Error::invalid("--beta0", "applies to the ucb acquisition"));
+    }
     if a.kappa.is_some() && kind != KernelKind::Vmf {
         return Err(Error::invalid("--kappa", "applies to the vmf kernel"));
     }
@@ -536,8 +601,8 @@ fn run_rerank(a: RerankArgs) -> Result<()> {
     let mut cfg = RerankConfig::new(method, a.budget, a.capacity);
     cfg.prior = prior;
     cfg.acquisition = acquisition;
-    cfg.beta0 = a.beta0;
-    cfg.graph_degree = a.graph_degree;
+    cfg.beta0 = a.beta0.unwrap_or(1.0);
+    cfg.graph_degree = a.graph_degree.unwrap_or(16);
     let mut timed = Timed {
         inner: oracle.as_mut(),
         spent: std::time::Duration::ZERO,
@@ -560,6 +625,8 @@ fn run_rerank(a: RerankArgs) -> Result<()> {
         "selected": r.selected,
         "scored": r.scored,
         "oracle_calls": r.scored.len(),
+        "scores": r.scores,
+        "notes": r.notes,
         "kappa": kappa,
         "backend": "cpu",
         "elapsed_ms": elapsed_ms,
@@ -713,6 +780,60 @@ fn run_cost(c: CostCmd) -> Result<()> {
             serde_json::json!({"windows": w, "duplication": dup})
         }
     };
+    println!("{out}");
+    Ok(())
+}
+
+fn run_mask(a: MaskArgs) -> Result<()> {
+    use ctxprune::mask::masker::{MaskConfig, Masker};
+    use ctxprune::mask::{Format, Trajectory};
+    let format: Format = a.format.parse()?;
+    let keep_errors = match a.keep_errors.as_str() {
+        "true" => true,
+        "false" => false,
+        v => {
+            return Err(Error::invalid(
+                "--keep-errors",
+                format!("'{v}' is not true or false"),
+            ))
+        }
+    };
+    if a.step == 0 {
+        return Err(Error::invalid("--step", "must be at least 1"));
+    }
+    let list = |s: &Option<String>| -> Vec<String> {
+        s.as_deref().map_or_else(Vec::new, |s| {
+            s.split(',')
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect()
+        })
+    };
+    let mut cfg = MaskConfig {
+        window: a.window,
+        keep_errors,
+        keep_first: a.keep_first,
+        tools_keep: list(&a.tools_keep),
+        tools_mask: list(&a.tools_mask),
+        trigger_tokens: a.trigger_tokens,
+        clear_at_least: a.clear_at_least,
+        step: a.step,
+        ..MaskConfig::default()
+    };
+    if let Some(p) = a.placeholder {
+        cfg.placeholder = p;
+    }
+    let counter = ctxprune::tokens::counter(&a.tokenizer)?;
+    let mut input = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).map_err(|e| Error::io("<stdin>", e))?;
+    let mut traj = Trajectory::parse(&input, format)?;
+    let stats = Masker::new(cfg, counter.as_ref()).mask(&mut traj);
+    // Everything is computed before anything is written: bad input never half-writes.
+    let out = traj.to_json();
+    if let Some(p) = &a.stats {
+        let s = serde_json::to_string(&stats).map_err(|e| Error::invalid("stats", e.to_string()))?;
+        std::fs::write(p, s).map_err(|e| Error::io(p, e))?;
+    }
     println!("{out}");
     Ok(())
 }

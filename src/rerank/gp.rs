@@ -319,7 +319,9 @@ impl<'k, K: KernelRows> Gp<'k, K> {
             None => (&self.a, &self.b, None),
         };
         for i in 0..self.n {
-            mean[i] = self.mu0[i] + m + a[i] - m * b[i];
+            // Grouped so structurally equal means stay bit-equal (zero prior, query only:
+            // a == b and m == 1, so every mean is exactly 1 and ties go to MIPS order).
+            mean[i] = (self.mu0[i] + m) + (a[i] - m * b[i]);
             let vzi = vz.map_or(1.0 - self.colsq[i], |v| v[i]);
             var[i] = s * s * vzi.max(0.0);
         }

@@ -100,7 +100,9 @@ impl HttpOracle {
     fn request(&self, items: &[usize]) -> Result<Vec<f64>> {
         let docs: Vec<&str> = items.iter().map(|&i| self.texts[i].as_str()).collect();
         let body = match self.cfg.api {
-            Api::Tei => serde_json::json!({"query": self.query, "texts": docs, "raw_scores": false}),
+            Api::Tei => {
+                serde_json::json!({"query": self.query, "texts": docs, "raw_scores": false, "truncate": true})
+            }
             Api::Cohere => {
                 let mut b = serde_json::json!({"query": self.query, "documents": docs, "top_n": docs.len()});
                 if let Some(m) = &self.cfg.model {
@@ -221,9 +223,12 @@ impl Oracle for HttpOracle {
         }
         let mut out = Vec::with_capacity(items.len());
         for chunk in items.chunks(self.cfg.max_batch) {
-            out.extend(self.request(chunk)?);
+            let scores = self.request(chunk)?;
+            // Counted per chunk: what the server already scored is spent even if a later
+            // chunk fails.
+            self.calls += chunk.len();
+            out.extend(scores);
         }
-        self.calls += items.len();
         Ok(out)
     }
 }

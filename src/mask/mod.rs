@@ -1,0 +1,296 @@
+//! Observation masking for agent trajectories (observation-masking.txt §2; SPEC §2).
+//!
+//! A trajectory is read from the message format an agent already uses — OpenAI chat
+//! messages (an assistant message with `tool_calls` and the `tool` messages answering
+//! it) or Anthropic messages (`tool_use` blocks and the `tool_result` blocks answering
+//! them) — and kept as the original JSON plus an index of where each turn's calls and
+//! observations live. Masking replaces observation contents with a placeholder and
+//! leaves every other byte of meaning alone: unknown fields, ordering, the system prompt.
+//!
+//! Turn `i` (1-based) is the `i`-th assistant message that makes tool calls; all calls of
+//! one turn are masked or kept together. An observation is an error when its message (or
+//! block) says `"is_error": true`; the masker never guesses.
+
+pub mod masker;
+
+use crate::error::{Error, Result};
+use serde_json::Value;
+
+/// The two message formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// OpenAI chat messages.
+    OpenAi,
+    /// Anthropic messages.
+    Anthropic,
+}
+
+impl std::str::FromStr for Format {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "openai" => Ok(Format::OpenAi),
+            "anthropic" => Ok(Format::Anthropic),
+            _ => Err(Error::invalid(
+                "format",
+                format!("unknown format '{s}' (openai, anthropic)"),
+            )),
+        }
+    }
+}
+
+/// Where an observation's content lives: a message, and a content block within it
+/// (Anthropic).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loc {
+    /// Index in the messages array.
+    pub message: usize,
+    /// Index of the `tool_result` block (Anthropic), `None` for an OpenAI tool message.
+    pub block: Option<usize>,
+}
+
+/// One tool call and its observation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    /// The call id.
+    pub id: String,
+    /// Tool name.
+    pub tool: String,
+    /// Arguments as compact JSON text.
+    pub args: String,
+    /// The observation, once answered.
+    pub observation: Option<Loc>,
+    /// Whether the observation is marked as an error.
+    pub is_error: bool,
+    /// The observation's text (text parts joined with newlines).
+    pub text: String,
+}
+
+/// One turn: an assistant message with its parallel calls.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Turn {
+    /// Index of the assistant message.
+    pub message: usize,
+    /// Its calls.
+    pub calls: Vec<Call>,
+}
+
+/// A parsed trajectory: the JSON as given and the turn index.
+#[derive(Clone, Debug)]
+pub struct Trajectory {
+    /// The format it was read in.
+    pub format: Format,
+    /// The whole document (an array of messages, or an object with `"messages"`).
+    pub doc: Value,
+    /// Turns in order.
+    pub turns: Vec<Turn>,
+}
+
+fn content_text(c: &Value) -> String {
+    match c {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str).or_else(|| p.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+impl Trajectory {
+    /// Parses `text` in `format`. Errors name the message (and block) at fault.
+    pub fn parse(text: &str, format: Format) -> Result<Self> {
+        let doc: Value = serde_json::from_str(text)
+            .map_err(|e| Error::invalid("input", format!("malformed JSON: {e}")))?;
+        let mut t = Trajectory {
+            format,
+            doc,
+            turns: Vec::new(),
+        };
+        t.index()?;
+        Ok(t)
+    }
+
+    /// The messages array.
+    #[must_use]
+    pub fn messages(&self) -> &[Value] {
+        match &self.doc {
+            Value::Array(a) => a,
+            Value::Object(o) => o
+                .get("messages")
+                .and_then(Value::as_array)
+                .map_or(&[], Vec::as_slice),
+            _ => &[],
+        }
+    }
+
+    fn messages_mut(&mut self) -> Option<&mut Vec<Value>> {
+        match &mut self.doc {
+            Value::Array(a) => Some(a),
+            Value::Object(o) => o.get_mut("messages").and_then(Value::as_array_mut),
+            _ => None,
+        }
+    }
+
+    fn index(&mut self) -> Result<()> {
+        if !(self.doc.is_array() || self.doc.get("messages").is_some_and(Value::is_array)) {
+            return Err(Error::invalid(
+                "input",
+                "expected an array of messages or an object with \"messages\"",
+            ));
+        }
+        let msgs = self.messages().to_vec();
+        let mut turns: Vec<Turn> = Vec::new();
+        let mut open: std::collections::HashMap<String, (usize, usize)> = std::collections::HashMap::new();
+        for (m, msg) in msgs.iter().enumerate() {
+            let role = msg
+                .get("role")
+                .and_then(Value::as_str)
+                .ok_or_else(|| Error::invalid(format!("messages[{m}]"), "has no \"role\""))?;
+            match (self.format, role) {
+                (Format::OpenAi, "assistant") => {
+                    if let Some(calls) = msg.get("tool_calls").and_then(Value::as_array) {
+                        let mut turn = Turn {
+                            message: m,
+                            calls: Vec::new(),
+                        };
+                        for (k, c) in calls.iter().enumerate() {
+                            let at = || format!("messages[{m}].tool_calls[{k}]");
+                            let id = c
+                                .get("id")
+                                .and_then(Value::as_str)
+                                .ok_or_else(|| Error::invalid(at(), "has no \"id\""))?;
+                            let f = c
+                                .get("function")
+                                .ok_or_else(|| Error::invalid(at(), "has no \"function\""))?;
+                            let tool = f
+                                .get("name")
+                                .and_then(Value::as_str)
+                                .ok_or_else(|| Error::invalid(at(), "has no function name"))?;
+                            let args = match f.get("arguments") {
+                                Some(Value::String(s)) => s.clone(),
+                                Some(v) => v.to_string(),
+                                None => String::new(),
+                            };
+                            open.insert(id.to_string(), (turns.len(), turn.calls.len()));
+                            turn.calls.push(Call {
+                                id: id.into(),
+                                tool: tool.into(),
+                                args,
+                                observation: None,
+                                is_error: false,
+                                text: String::new(),
+                            });
+                        }
+                        if !turn.calls.is_empty() {
+                            turns.push(turn);
+                        }
+                    }
+                }
+                (Format::OpenAi, "tool") => {
+                    let id = msg.get("tool_call_id").and_then(Value::as_str).ok_or_else(|| {
+                        Error::invalid(format!("messages[{m}]"), "tool message has no \"tool_call_id\"")
+                    })?;
+                    let &(ti, ci) = open.get(id).ok_or_else(|| {
+                        Error::invalid(
+                            format!("messages[{m}]"),
+                            format!("tool message answers \"{id}\", which no earlier call made"),
+                        )
+                    })?;
+                    let call = &mut turns[ti].calls[ci];
+                    call.observation = Some(Loc {
+                        message: m,
+                        block: None,
+                    });
+                    call.is_error = msg.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+                    call.text = content_text(msg.get("content").unwrap_or(&Value::Null));
+                }
+                (Format::Anthropic, _) => {
+                    let Some(blocks) = msg.get("content").and_then(Value::as_array) else {
+                        continue;
+                    };
+                    let mut turn = Turn {
+                        message: m,
+                        calls: Vec::new(),
+                    };
+                    for (b, blk) in blocks.iter().enumerate() {
+                        match blk.get("type").and_then(Value::as_str) {
+                            Some("tool_use") if role == "assistant" => {
+                                let at = || format!("messages[{m}].content[{b}]");
+                                let id = blk
+                                    .get("id")
+                                    .and_then(Value::as_str)
+                                    .ok_or_else(|| Error::invalid(at(), "tool_use has no \"id\""))?;
+                                let tool = blk
+                                    .get("name")
+                                    .and_then(Value::as_str)
+                                    .ok_or_else(|| Error::invalid(at(), "tool_use has no \"name\""))?;
+                                let args = blk.get("input").map_or(String::new(), Value::to_string);
+                                open.insert(id.to_string(), (turns.len(), turn.calls.len()));
+                                turn.calls.push(Call {
+                                    id: id.into(),
+                                    tool: tool.into(),
+                                    args,
+                                    observation: None,
+                                    is_error: false,
+                                    text: String::new(),
+                                });
+                            }
+                            Some("tool_result") => {
+                                let at = format!("messages[{m}].content[{b}]");
+                                let id = blk.get("tool_use_id").and_then(Value::as_str).ok_or_else(|| {
+                                    Error::invalid(&at, "tool_result has no \"tool_use_id\"")
+                                })?;
+                                let &(ti, ci) = open.get(id).ok_or_else(|| {
+                                    Error::invalid(
+                                        &at,
+                                        format!(
+                                            "tool_result answers \"{id}\", which no earlier tool_use made"
+                                        ),
+                                    )
+                                })?;
+                                let call = &mut turns[ti].calls[ci];
+                                call.observation = Some(Loc {
+                                    message: m,
+                                    block: Some(b),
+                                });
+                                call.is_error = blk.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+                                call.text = content_text(blk.get("content").unwrap_or(&Value::Null));
+                            }
+                            _ => {}
+                        }
+                    }
+                    if !turn.calls.is_empty() {
+                        turns.push(turn);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.turns = turns;
+        Ok(())
+    }
+
+    /// Replaces the content of the observation at `loc` with `text`.
+    pub fn replace(&mut self, loc: Loc, text: &str) {
+        let Some(msgs) = self.messages_mut() else { return };
+        let Some(msg) = msgs.get_mut(loc.message) else {
+            return;
+        };
+        let target = match loc.block {
+            None => Some(msg),
+            Some(b) => msg.get_mut("content").and_then(|c| c.get_mut(b)),
+        };
+        if let Some(t) = target.and_then(Value::as_object_mut) {
+            t.insert("content".into(), Value::String(text.into()));
+        }
+    }
+
+    /// The document as JSON text.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        self.doc.to_string()
+    }
+}

@@ -1,0 +1,241 @@
+//! Observation masking on hand-made trajectories with the expected output written here.
+
+use ctxprune::mask::masker::{MaskConfig, Masker};
+use ctxprune::mask::{Format, Trajectory};
+use ctxprune::tokens::Approx;
+use serde_json::{json, Value};
+
+/// Seven turns: turn 1 has two parallel calls, turn 2's observation is an error.
+fn openai() -> Value {
+    let mut m = vec![json!({"role": "system", "content": "be brief", "x-extra": {"keep": true}})];
+    m.push(json!({"role": "user", "content": "research"}));
+    m.push(json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "search", "arguments": "{\"q\":\"alpha\"}"}},
+        {"id": "b", "type": "function", "function": {"name": "open", "arguments": "{\"url\":\"u1\"}"}}]}));
+    m.push(json!({"role": "tool", "tool_call_id": "a", "content": format!("result alpha\nline 2 {}", "lorem ".repeat(200))}));
+    m.push(json!({"role": "tool", "tool_call_id": "b", "content": format!("page one {}", "ipsum ".repeat(200)), "name": "open"}));
+    m.push(json!({"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "fetch", "arguments": "{}"}}]}));
+    m.push(json!({"role": "tool", "tool_call_id": "c", "content": "404", "is_error": true}));
+    for t in 3..=7 {
+        let id = format!("t{t}");
+        m.push(json!({"role": "assistant", "tool_calls": [{"id": id, "type": "function", "function": {"name": "search", "arguments": format!("{{\"q\":\"{t}\"}}")}}]}));
+        m.push(json!({"role": "tool", "tool_call_id": id, "content": format!("obs {t}")}));
+    }
+    Value::Array(m)
+}
+
+fn mask(doc: &Value, format: Format, cfg: MaskConfig) -> (Value, ctxprune::mask::masker::MaskStats) {
+    let mut t = Trajectory::parse(&doc.to_string(), format).unwrap();
+    let s = Masker::new(cfg, &Approx).mask(&mut t);
+    (serde_json::from_str(&t.to_json()).unwrap(), s)
+}
+
+#[test]
+fn paper_rule_on_openai_messages() {
+    let cfg = MaskConfig {
+        placeholder: "[{tool} {args}: {lines} lines]".into(),
+        ..MaskConfig::default()
+    };
+    let (out, s) = mask(&openai(), Format::OpenAi, cfg);
+    let mut want = openai();
+    // t = 7, K = 5: turns 1 and 2 are outside the window; turn 1's two parallel calls are
+    // masked together, turn 2 is an error and stays; turns 3..7 stay.
+    want[3]["content"] = json!("[search {\"q\":\"alpha\"}: 2 lines]");
+    want[4]["content"] = json!("[open {\"url\":\"u1\"}: 1 lines]");
+    assert_eq!(out, want);
+    assert_eq!((s.turns, s.observations_masked, s.observations_kept), (7, 2, 6));
+    assert!(s.tokens_after < s.tokens_before);
+    assert!(s.rolling_input_tokens < s.rolling_input_tokens_unmasked);
+    // Without keeping errors, turn 2 goes too; with K = 7 nothing is masked.
+    let (_, s) = mask(
+        &openai(),
+        Format::OpenAi,
+        MaskConfig {
+            keep_errors: false,
+            ..MaskConfig::default()
+        },
+    );
+    assert_eq!(s.observations_masked, 3);
+    let (out, s) = mask(
+        &openai(),
+        Format::OpenAi,
+        MaskConfig {
+            window: 7,
+            ..MaskConfig::default()
+        },
+    );
+    assert_eq!((out, s.observations_masked), (openai(), 0));
+}
+
+#[test]
+fn options_keep_first_tools_step_trigger() {
+    let base = MaskConfig {
+        window: 2,
+        ..MaskConfig::default()
+    }; // boundary t - K = 5
+    let masked = |cfg: MaskConfig| mask(&openai(), Format::OpenAi, cfg).1.observations_masked;
+    // Turns 1..5 eligible: 2 (turn 1) + 0 (error) + 3 = 5.
+    assert_eq!(masked(base.clone()), 5);
+    assert_eq!(
+        masked(MaskConfig {
+            keep_first: true,
+            ..base.clone()
+        }),
+        4
+    );
+    assert_eq!(
+        masked(MaskConfig {
+            tools_keep: vec!["search".into()],
+            ..base.clone()
+        }),
+        1
+    );
+    assert_eq!(
+        masked(MaskConfig {
+            tools_mask: vec!["open".into()],
+            ..base.clone()
+        }),
+        1
+    );
+    // Step 4: the boundary moves 0, 4, 8, ... -> 4 at t - K = 5: turns 1..4 (2 + 0 + 2).
+    assert_eq!(
+        masked(MaskConfig {
+            step: 4,
+            ..base.clone()
+        }),
+        4
+    );
+    assert_eq!(
+        masked(MaskConfig {
+            trigger_tokens: Some(1_000_000),
+            ..base.clone()
+        }),
+        0
+    );
+    assert_eq!(
+        masked(MaskConfig {
+            trigger_tokens: Some(1),
+            ..base.clone()
+        }),
+        5
+    );
+    assert_eq!(
+        masked(MaskConfig {
+            clear_at_least: 1_000_000,
+            ..base
+        }),
+        0
+    );
+}
+
+#[test]
+fn anthropic_blocks_and_bad_input() {
+    let doc = json!({"model": "m", "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "searching"},
+            {"type": "tool_use", "id": "u1", "name": "search", "input": {"q": "a"}},
+            {"type": "tool_use", "id": "u2", "name": "search", "input": {"q": "b"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "u1", "content": "A"},
+            {"type": "tool_result", "tool_use_id": "u2", "content": [{"type": "text", "text": "B"}], "is_error": true}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "u3", "name": "open", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u3", "content": "C"}]}
+    ]});
+    let (out, s) = mask(
+        &doc,
+        Format::Anthropic,
+        MaskConfig {
+            window: 1,
+            placeholder: "[{tool} {args}]".into(),
+            ..MaskConfig::default()
+        },
+    );
+    let mut want = doc.clone();
+    want["messages"][2]["content"][0]["content"] = json!("[search {\"q\":\"a\"}]");
+    assert_eq!(
+        out, want,
+        "the error in the same turn is kept; the last turn is in the window"
+    );
+    assert_eq!((s.turns, s.observations_masked), (2, 1));
+    let orphan = json!([{"role": "tool", "tool_call_id": "zz", "content": "x"}]);
+    let e = Trajectory::parse(&orphan.to_string(), Format::OpenAi)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("messages[0]") && e.contains("zz"), "{e}");
+    assert!(Trajectory::parse("{not json", Format::OpenAi)
+        .unwrap_err()
+        .to_string()
+        .contains("malformed JSON"));
+    assert!("gemini".parse::<Format>().is_err());
+}
+
+#[test]
+fn mask_cli_writes_messages_and_stats_and_never_half_writes() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let d = tempfile::tempdir().unwrap();
+    let stats = d.path().join("s.json");
+    let run = |args: &[&str], input: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The CLI may refuse its flags before reading stdin: a broken pipe is fine here.
+        let _ = c.stdin.take().unwrap().write_all(input.as_bytes());
+        let o = c.wait_with_output().unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).to_string(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let (ok, out, err) = run(
+        &[
+            "mask",
+            "--format",
+            "openai",
+            "--tokenizer",
+            "o200k_base",
+            "--stats",
+            stats.to_str().unwrap(),
+        ],
+        &openai().to_string(),
+    );
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v[4]["name"], "open", "unknown fields survive");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    for k in [
+        "turns",
+        "observations_masked",
+        "observations_kept",
+        "tokens_before",
+        "tokens_after",
+        "rolling_input_tokens",
+    ] {
+        assert!(s.get(k).is_some(), "missing {k}");
+    }
+    assert_eq!(s["observations_masked"], 2);
+    for (args, input, want) in [
+        (vec!["mask", "--format", "openai"], "{oops", "malformed JSON"),
+        (
+            vec!["mask", "--format", "openai"],
+            r#"[{"role":"tool","tool_call_id":"q","content":"x"}]"#,
+            "no earlier call",
+        ),
+        (vec!["mask", "--format", "gemini"], "[]", "unknown format"),
+        (
+            vec!["mask", "--format", "openai", "--tokenizer", "x/tokenizer.json"],
+            "[]",
+            "not supported",
+        ),
+    ] {
+        let (ok, out, err) = run(&args, input);
+        assert!(!ok && out.is_empty(), "{args:?}: {out}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
