@@ -103,41 +103,25 @@ impl<'c> Masker<'c> {
             .or_insert_with(|| c.count(text))
     }
 
-    /// Which calls are masked when `t` turns have happened: `[turn][call]`.
-    fn decide(
-        &self,
-        turns: &[Turn],
-        t: usize,
-        obs_tokens: &[Vec<usize>],
-        context_tokens: usize,
-    ) -> Vec<Vec<bool>> {
+    /// Whether call `(i, k)` may be masked at all (errors, first observation, tool lists).
+    fn eligible(&self, turns: &[Turn], i: usize, k: usize) -> bool {
         let cfg = &self.cfg;
-        let step = cfg.step.max(1);
-        let boundary = if t > cfg.window {
-            (t - cfg.window) / step * step
+        let c = &turns[i].calls[k];
+        c.observation.is_some()
+            && !(cfg.keep_errors && c.is_error)
+            && !(cfg.keep_first && i == 0 && k == 0)
+            && !cfg.tools_keep.iter().any(|t| t == &c.tool)
+            && (cfg.tools_mask.is_empty() || cfg.tools_mask.iter().any(|t| t == &c.tool))
+    }
+
+    /// Turns `< boundary(t)` (0-based) are outside the window at time `t`.
+    fn boundary(&self, t: usize) -> usize {
+        let step = self.cfg.step.max(1);
+        if t > self.cfg.window {
+            (t - self.cfg.window) / step * step
         } else {
             0
-        };
-        let mut out: Vec<Vec<bool>> = turns.iter().map(|tr| vec![false; tr.calls.len()]).collect();
-        let mut cleared = 0usize;
-        for (i, tr) in turns.iter().enumerate().take(boundary.min(turns.len())) {
-            for (k, c) in tr.calls.iter().enumerate() {
-                let eligible = c.observation.is_some()
-                    && !(cfg.keep_errors && c.is_error)
-                    && !(cfg.keep_first && i == 0 && k == 0)
-                    && !cfg.tools_keep.iter().any(|t| t == &c.tool)
-                    && (cfg.tools_mask.is_empty() || cfg.tools_mask.iter().any(|t| t == &c.tool));
-                if eligible {
-                    out[i][k] = true;
-                    cleared += obs_tokens[i][k];
-                }
-            }
         }
-        let triggered = cfg.trigger_tokens.is_none_or(|n| context_tokens > n);
-        if !triggered || cleared < cfg.clear_at_least {
-            out.iter_mut().for_each(|v| v.iter_mut().for_each(|m| *m = false));
-        }
-        out
     }
 
     fn placeholder(&self, tool: &str, args: &str, tokens: usize, lines: usize) -> String {
@@ -149,86 +133,155 @@ impl<'c> Masker<'c> {
             .replace("{lines}", &lines.to_string())
     }
 
-    /// Masks `traj` in place (as at its latest turn) and returns the accounting.
-    pub fn mask(&mut self, traj: &mut Trajectory) -> MaskStats {
-        let turns = traj.turns.clone();
-        let msgs = traj.messages().to_vec();
-        // Tokens of every message as given, and of each observation.
-        let msg_tokens: Vec<usize> = msgs
-            .iter()
-            .enumerate()
-            .map(|(m, v)| self.count((m, None), &v.to_string()))
-            .collect();
-        let obs_tokens: Vec<Vec<usize>> = turns
-            .iter()
-            .map(|tr| {
-                tr.calls
-                    .iter()
-                    .map(|c| {
-                        c.observation.map_or(0, |l| {
-                            self.count((l.message, Some(l.block.unwrap_or(usize::MAX))), &c.text)
-                        })
-                    })
-                    .collect()
-            })
-            .collect();
-        // Placeholder tokens of every call, so savings are net of what replaces them.
-        let ph_tokens: Vec<Vec<usize>> = turns
-            .iter()
-            .map(|tr| {
-                tr.calls
-                    .iter()
-                    .map(|c| {
-                        self.counter
-                            .count(&self.placeholder(&c.tool, &c.args, 0, c.text.lines().count()))
-                    })
-                    .collect()
-            })
-            .collect();
-        let total: usize = msg_tokens.iter().sum();
+    /// Decides what to mask in `traj` (as at its latest turn) without changing it:
+    /// the placeholders to write and the accounting. Token counts of messages and
+    /// observations seen before are reused, so an agent loop re-planning after each turn
+    /// pays only for what is new.
+    pub fn plan(&mut self, traj: &Trajectory) -> (Vec<(super::Loc, String)>, MaskStats) {
+        let turns = &traj.turns;
+        let msgs = traj.messages();
+        let mut msg_tokens = Vec::with_capacity(msgs.len());
+        for (m, v) in msgs.iter().enumerate() {
+            let len = message_len(v);
+            let c = self.counter;
+            let n = *self
+                .cache
+                .entry((m, None, len))
+                .or_insert_with(|| c.count(&message_text(v)));
+            msg_tokens.push(n);
+        }
         let t = turns.len();
+        // Per turn: tokens of its eligible observations, and net savings of masking them.
+        let mut raw = vec![0usize; t];
+        let mut net = vec![0i64; t];
+        let mut ph_text: Vec<Vec<Option<String>>> = Vec::with_capacity(t);
+        for (i, tr) in turns.iter().enumerate() {
+            let mut pt = Vec::with_capacity(tr.calls.len());
+            for (k, c) in tr.calls.iter().enumerate() {
+                let n = c.observation.map_or(0, |l| {
+                    self.count((l.message, Some(l.block.unwrap_or(usize::MAX))), &c.text)
+                });
+                if self.eligible(turns, i, k) {
+                    let ph = self.placeholder(&c.tool, &c.args, n, c.lines);
+                    let loc = c.observation.map_or((0, None), |l| (l.message, l.block));
+                    let pc = self.counter;
+                    let key = (loc.0, Some(usize::MAX - 1 - loc.1.unwrap_or(0)), ph.len());
+                    let pn = *self.cache.entry(key).or_insert_with(|| pc.count(&ph));
+                    raw[i] += n;
+                    net[i] += n as i64 - pn as i64;
+                    pt.push(Some(ph));
+                } else {
+                    pt.push(None);
+                }
+            }
+            ph_text.push(pt);
+        }
+        let mut pre_raw = vec![0usize; t + 1];
+        let mut pre_net = vec![0i64; t + 1];
+        for i in 0..t {
+            pre_raw[i + 1] = pre_raw[i] + raw[i];
+            pre_net[i + 1] = pre_net[i] + net[i];
+        }
+        let mut prefix = vec![0usize; msgs.len() + 1];
+        for (m, &x) in msg_tokens.iter().enumerate() {
+            prefix[m + 1] = prefix[m] + x;
+        }
+        // Masking acts at time `i` when triggered and enough would be cleared.
+        let acts = |b: usize, ctx: usize| {
+            self.cfg.trigger_tokens.is_none_or(|n| ctx > n) && pre_raw[b] >= self.cfg.clear_at_least && b > 0
+        };
+        let total = prefix[msgs.len()];
         let mut stats = MaskStats {
             turns: t,
             tokens_before: total,
             ..MaskStats::default()
         };
-        // Rolling input: the context before each turn's assistant message, masked as the
-        // rule would have masked it then.
-        let mut prefix = vec![0usize; msgs.len() + 1];
-        for (m, &x) in msg_tokens.iter().enumerate() {
-            prefix[m + 1] = prefix[m] + x;
-        }
         for (i, tr) in turns.iter().enumerate() {
             let ctx = prefix[tr.message];
-            let d = self.decide(&turns[..i], i, &obs_tokens[..i], ctx);
-            let mut masked_ctx = ctx as i64;
-            for (j, v) in d.iter().enumerate() {
-                for (k, &m) in v.iter().enumerate() {
-                    if m {
-                        masked_ctx += ph_tokens[j][k] as i64 - obs_tokens[j][k] as i64;
-                    }
-                }
-            }
-            stats.rolling_input_tokens += masked_ctx.max(0) as usize;
+            let b = self.boundary(i);
+            let saved = if acts(b, ctx) { pre_net[b] } else { 0 };
+            stats.rolling_input_tokens += (ctx as i64 - saved).max(0) as usize;
             stats.rolling_input_tokens_unmasked += ctx;
         }
-        let d = self.decide(&turns, t, &obs_tokens, total);
-        // Signed: a placeholder longer than a short observation makes the context longer.
-        let mut after = total as i64;
+        let b = self.boundary(t);
+        let on = acts(b, total);
+        let mut edits = Vec::new();
         for (i, tr) in turns.iter().enumerate() {
             for (k, c) in tr.calls.iter().enumerate() {
                 let Some(loc) = c.observation else { continue };
-                if d[i][k] {
-                    let ph = self.placeholder(&c.tool, &c.args, obs_tokens[i][k], c.text.lines().count());
-                    after += self.counter.count(&ph) as i64 - obs_tokens[i][k] as i64;
-                    traj.replace(loc, &ph);
-                    stats.observations_masked += 1;
-                } else {
-                    stats.observations_kept += 1;
+                match (&ph_text[i][k], on && i < b) {
+                    (Some(ph), true) => {
+                        edits.push((loc, ph.clone()));
+                        stats.observations_masked += 1;
+                    }
+                    _ => stats.observations_kept += 1,
                 }
             }
         }
-        stats.tokens_after = after.max(0) as usize;
+        let saved = if on { pre_net[b] } else { 0 };
+        stats.tokens_after = (total as i64 - saved).max(0) as usize;
+        (edits, stats)
+    }
+
+    /// Masks `traj` in place (as at its latest turn) and returns the accounting.
+    pub fn mask(&mut self, traj: &mut Trajectory) -> MaskStats {
+        let (edits, stats) = self.plan(traj);
+        for (loc, text) in edits {
+            traj.replace(loc, &text);
+        }
         stats
     }
+}
+
+/// Length of a message's text without building it (the cache key).
+fn message_len(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    let content = match v.get("content") {
+        Some(Value::String(s)) => s.len(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .map(|p| {
+                p.get("text").and_then(Value::as_str).map_or(0, str::len)
+                    + p.get("content").map_or(0, |c| match c {
+                        Value::String(s) => s.len(),
+                        other => other.to_string().len(),
+                    })
+                    + p.get("input").map_or(0, |i| i.to_string().len())
+            })
+            .sum(),
+        _ => 0,
+    };
+    let calls = v.get("tool_calls").map_or(0, |c| c.to_string().len());
+    content + calls
+}
+
+/// A message's text for counting: its content (text parts, tool inputs and results) and
+/// its tool calls.
+fn message_text(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    let mut s = match v.get("content") {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .map(|p| {
+                let mut x = p.get("text").and_then(Value::as_str).unwrap_or("").to_string();
+                if let Some(c) = p.get("content") {
+                    x.push_str(&match c {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    });
+                }
+                if let Some(i) = p.get("input") {
+                    x.push_str(&i.to_string());
+                }
+                x
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    };
+    if let Some(c) = v.get("tool_calls") {
+        s.push_str(&c.to_string());
+    }
+    s
 }

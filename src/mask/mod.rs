@@ -64,6 +64,8 @@ pub struct Call {
     pub is_error: bool,
     /// The observation's text (text parts joined with newlines).
     pub text: String,
+    /// Lines in `text` (counted once, at indexing).
+    pub lines: usize,
 }
 
 /// One turn: an assistant message with its parallel calls.
@@ -84,6 +86,10 @@ pub struct Trajectory {
     pub doc: Value,
     /// Turns in order.
     pub turns: Vec<Turn>,
+    /// Calls not yet answered: id -> (turn, call).
+    open: std::collections::HashMap<String, (usize, usize)>,
+    /// Messages indexed so far.
+    indexed: usize,
 }
 
 fn content_text(c: &Value) -> String {
@@ -104,13 +110,30 @@ impl Trajectory {
     pub fn parse(text: &str, format: Format) -> Result<Self> {
         let doc: Value = serde_json::from_str(text)
             .map_err(|e| Error::invalid("input", format!("malformed JSON: {e}")))?;
+        if !(doc.is_array() || doc.get("messages").is_some_and(Value::is_array)) {
+            return Err(Error::invalid(
+                "input",
+                "expected an array of messages or an object with \"messages\"",
+            ));
+        }
         let mut t = Trajectory {
             format,
             doc,
             turns: Vec::new(),
+            open: Default::default(),
+            indexed: 0,
         };
         t.index()?;
         Ok(t)
+    }
+
+    /// Appends messages (an agent loop's next turn) and indexes only them.
+    pub fn extend(&mut self, new: Vec<Value>) -> Result<()> {
+        match self.messages_mut() {
+            Some(m) => m.extend(new),
+            None => return Err(Error::invalid("input", "the document has no messages array")),
+        }
+        self.index()
     }
 
     /// The messages array.
@@ -135,16 +158,17 @@ impl Trajectory {
     }
 
     fn index(&mut self) -> Result<()> {
-        if !(self.doc.is_array() || self.doc.get("messages").is_some_and(Value::is_array)) {
-            return Err(Error::invalid(
-                "input",
-                "expected an array of messages or an object with \"messages\"",
-            ));
-        }
-        let msgs = self.messages().to_vec();
-        let mut turns: Vec<Turn> = Vec::new();
-        let mut open: std::collections::HashMap<String, (usize, usize)> = std::collections::HashMap::new();
-        for (m, msg) in msgs.iter().enumerate() {
+        let msgs: &[Value] = match &self.doc {
+            Value::Array(a) => a,
+            Value::Object(o) => o
+                .get("messages")
+                .and_then(Value::as_array)
+                .map_or(&[], Vec::as_slice),
+            _ => &[],
+        };
+        let turns = &mut self.turns;
+        let open = &mut self.open;
+        for (m, msg) in msgs.iter().enumerate().skip(self.indexed) {
             let role = msg
                 .get("role")
                 .and_then(Value::as_str)
@@ -182,6 +206,7 @@ impl Trajectory {
                                 observation: None,
                                 is_error: false,
                                 text: String::new(),
+                                lines: 0,
                             });
                         }
                         if !turn.calls.is_empty() {
@@ -206,6 +231,7 @@ impl Trajectory {
                     });
                     call.is_error = msg.get("is_error").and_then(Value::as_bool).unwrap_or(false);
                     call.text = content_text(msg.get("content").unwrap_or(&Value::Null));
+                    call.lines = call.text.lines().count();
                 }
                 (Format::Anthropic, _) => {
                     let Some(blocks) = msg.get("content").and_then(Value::as_array) else {
@@ -236,6 +262,7 @@ impl Trajectory {
                                     observation: None,
                                     is_error: false,
                                     text: String::new(),
+                                    lines: 0,
                                 });
                             }
                             Some("tool_result") => {
@@ -258,6 +285,7 @@ impl Trajectory {
                                 });
                                 call.is_error = blk.get("is_error").and_then(Value::as_bool).unwrap_or(false);
                                 call.text = content_text(blk.get("content").unwrap_or(&Value::Null));
+                                call.lines = call.text.lines().count();
                             }
                             _ => {}
                         }
@@ -269,7 +297,7 @@ impl Trajectory {
                 _ => {}
             }
         }
-        self.turns = turns;
+        self.indexed = msgs.len();
         Ok(())
     }
 
