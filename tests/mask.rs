@@ -239,3 +239,52 @@ fn mask_cli_writes_messages_and_stats_and_never_half_writes() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn page_pool_dedups_opens_and_finds() {
+    use ctxprune::mask::pages::{evidence_snr, normalize_url, PagePool, PageRef};
+    let mut p = PagePool::new();
+    let a = p
+        .add(
+            Some("HTTPS://Example.org:443/a/b?x=1#frag"),
+            "Alpha line\nbeta LINE two\ngamma",
+        )
+        .unwrap();
+    let again = p
+        .add(Some("https://example.org/a/b?x=1"), "other content")
+        .unwrap();
+    assert_eq!(a, again, "same page after normalisation");
+    let b = p.add(None, "no url").unwrap();
+    assert_eq!((a, b, p.len()), (0, 1, 2));
+    assert_eq!(
+        normalize_url("https://EXAMPLE.org/a/b?x=1#z").unwrap(),
+        "https://example.org/a/b?x=1"
+    );
+    assert!(normalize_url("/relative/path").is_err());
+    let w = p.open(PageRef::Url("https://example.org/a/b?x=1"), 1, 5).unwrap();
+    assert_eq!((w.cursor, w.start, w.end, w.total), (0, 1, 3, 3));
+    assert_eq!(w.lines, vec!["beta LINE two".to_string(), "gamma".to_string()]);
+    assert!(p
+        .open(PageRef::Cursor(0), 3, 1)
+        .unwrap_err()
+        .to_string()
+        .contains("past the end"));
+    assert!(p.open(PageRef::Cursor(9), 0, 1).is_err());
+    assert_eq!(
+        p.find("line", PageRef::Cursor(0)).unwrap(),
+        vec![(0, 6, 10), (1, 5, 9)]
+    );
+    assert!(p.find("", PageRef::Cursor(0)).is_err());
+    // SNR: U = {a, b, c} (a repeated), G = {a, z}: 1 / (2 + 1).
+    let snr = evidence_snr(
+        &[
+            "https://x.org/a",
+            "https://x.org/a#t",
+            "https://x.org/b",
+            "https://x.org/c",
+        ],
+        &["https://x.org/a", "https://x.org/z"],
+    )
+    .unwrap();
+    assert!((snr - 1.0 / 3.0).abs() < 1e-12);
+}

@@ -12,6 +12,7 @@
 //! block) says `"is_error": true`; the masker never guesses.
 
 pub mod masker;
+pub mod pages;
 
 use crate::error::{Error, Result};
 use serde_json::Value;
