@@ -186,7 +186,108 @@ pub fn run() -> Result<String> {
     }
     pipeline_section(&pool, &mut out)?;
     rerank_section(&pool, &mut out)?;
+    mask_section(&mut out)?;
+    cost_section(&mut out)?;
     Ok(out)
+}
+
+/// Observation masking on a seeded 40-turn OpenAI-format trajectory.
+fn mask_section(out: &mut String) -> Result<()> {
+    use crate::mask::masker::{MaskConfig, Masker};
+    use crate::mask::{Format, Trajectory};
+    let mut rng = Rng::new(9);
+    let mut msgs = vec![serde_json::json!({"role": "user", "content": "research the topic"})];
+    for t in 0..40 {
+        let id = format!("call{t}");
+        msgs.push(serde_json::json!({"role": "assistant", "tool_calls": [{"id": id, "type": "function",
+            "function": {"name": if t % 3 == 0 { "open" } else { "search" }, "arguments": format!("{{\"q\":\"step {t}\"}}")}}]}));
+        let body: Vec<&str> = (0..200 + rng.below(600))
+            .map(|_| WORDS[rng.below(WORDS.len())])
+            .collect();
+        let mut tool = serde_json::json!({"role": "tool", "tool_call_id": id, "content": body.join(" ")});
+        if t % 11 == 5 {
+            tool["is_error"] = true.into();
+        }
+        msgs.push(tool);
+    }
+    let doc = serde_json::Value::Array(msgs).to_string();
+    let counter = crate::tokens::counter("o200k_base")?;
+    let _ = writeln!(
+        out,
+        "\nobservation masking: 40-turn trajectory, o200k_base token counts"
+    );
+    let _ = writeln!(
+        out,
+        "{:<28} {:>7} {:>7} {:>12} {:>12} {:>14}",
+        "masker", "masked", "kept", "tokens", "after", "rolling input"
+    );
+    for (name, cfg) in [
+        ("paper rule (K = 5)", MaskConfig::default()),
+        (
+            "K = 10, step 5",
+            MaskConfig {
+                window: 10,
+                step: 5,
+                ..MaskConfig::default()
+            },
+        ),
+        (
+            "K = 5, keep 'open' pages",
+            MaskConfig {
+                tools_keep: vec!["open".into()],
+                ..MaskConfig::default()
+            },
+        ),
+    ] {
+        let mut traj = Trajectory::parse(&doc, Format::OpenAi)?;
+        let s = Masker::new(cfg, counter.as_ref()).mask(&mut traj);
+        let _ = writeln!(
+            out,
+            "{:<28} {:>7} {:>7} {:>12} {:>12} {:>14}",
+            name,
+            s.observations_masked,
+            s.observations_kept,
+            s.tokens_before,
+            s.tokens_after,
+            s.rolling_input_tokens
+        );
+    }
+    Ok(())
+}
+
+/// App. G's FLOPs per token and the listwise plan.
+fn cost_section(out: &mut String) -> Result<()> {
+    use crate::cost::{window_plan, Activation, ModelShape};
+    let qwen = ModelShape {
+        hidden: 1024,
+        ffn: 3072,
+        q_heads: 16,
+        kv_heads: 8,
+        experts_active: 1,
+        activation: Activation::SwiGlu,
+        layers: vec![None; 28],
+    };
+    let oss = ModelShape {
+        hidden: 2880,
+        ffn: 2880,
+        q_heads: 64,
+        kv_heads: 8,
+        experts_active: 4,
+        activation: Activation::SwiGlu,
+        layers: (0..24)
+            .map(|i| if i % 2 == 0 { Some(128) } else { None })
+            .collect(),
+    };
+    let (fq, fo) = (qwen.gflops_per_token(32_768), oss.gflops_per_token(32_768));
+    let (w, dup) = window_plan(50, 20, 10)?;
+    let _ = writeln!(out, "\ncost (App. G, T = 32,768): qwen3-reranker-0.6b {fq:.2} GFLOPs/token, gpt-oss-20b {fo:.2} (App. G prints 7.96), gamma {:.3}", fq / fo);
+    let _ = writeln!(
+        out,
+        "listwise plan, depth 50, window 20, stride 10: {} windows {:?}, duplication {dup:.1}",
+        w.len(),
+        w
+    );
+    Ok(())
 }
 
 /// Budgeted top-k on the synthetic pool: the pool sorted by a noisy MIPS score, an oracle
