@@ -288,3 +288,29 @@ fn page_pool_dedups_opens_and_finds() {
     .unwrap();
     assert!((snr - 1.0 / 3.0).abs() < 1e-12);
 }
+
+#[test]
+fn semantic_masker_keeps_stale_observations_that_add_a_new_direction() {
+    use ctxprune::select::Method;
+    // 8 observations (turn 1 has two); the rule (K = 5, t = 7) masks turn 1's two.
+    // Observation 0 repeats a live direction; observation 1 points somewhere new.
+    let mut rows = vec![vec![0.0f32; 8]; 8];
+    for (i, r) in rows.iter_mut().enumerate() {
+        r[i.min(7)] = 1.0;
+    }
+    rows[0] = rows[5].clone(); // stale, redundant with live observation 5
+    rows[1] = vec![0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+    rows[1][1] = 1.0; // no live observation has direction 1
+    let e = ctxprune::Embeddings::from_rows(&rows, "obs").unwrap();
+    let traj = Trajectory::parse(&openai().to_string(), Format::OpenAi).unwrap();
+    let mut m = Masker::new(MaskConfig::default(), &Approx);
+    let (edits, kept_back) = m.plan_semantic(&traj, &e, Method::Grn, 0.5, None).unwrap();
+    assert_eq!(kept_back, 1);
+    assert_eq!(edits.len(), 1);
+    assert_eq!(
+        edits[0].0.message, 3,
+        "the redundant observation is masked; the novel one is kept"
+    );
+    let short = ctxprune::Embeddings::from_rows(&rows[..3], "obs").unwrap();
+    assert!(m.plan_semantic(&traj, &short, Method::Grn, 0.5, None).is_err());
+}

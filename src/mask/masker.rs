@@ -223,6 +223,57 @@ impl<'c> Masker<'c> {
         (edits, stats)
     }
 
+    /// The semantic-adaptive masker (the paper's future work): among the observations
+    /// the rule would mask, keep those whose marginal value against the live context is
+    /// at least `tau`, scored by a marginal-value selector in gate mode (e.g. GRN: keep a
+    /// stale observation that still adds a new direction). `embeddings` holds one row per
+    /// answered observation, in trajectory order (turn by turn, call by call); the live
+    /// context is every observation the rule keeps. Returns the edits still to apply
+    /// and how many stale observations were kept back.
+    pub fn plan_semantic(
+        &mut self,
+        traj: &Trajectory,
+        embeddings: &crate::embeddings::Embeddings,
+        method: crate::select::Method,
+        tau: f64,
+        query: Option<&[f32]>,
+    ) -> crate::error::Result<(Vec<(super::Loc, String)>, usize)> {
+        use crate::select::{select, Inputs, Mode, SelectConfig};
+        let locs: Vec<super::Loc> = traj
+            .turns
+            .iter()
+            .flat_map(|t| t.calls.iter().filter_map(|c| c.observation))
+            .collect();
+        if embeddings.rows() != locs.len() {
+            return Err(crate::error::Error::invalid(
+                "embeddings",
+                format!("{} rows for {} observations", embeddings.rows(), locs.len()),
+            ));
+        }
+        let (edits, _) = self.plan(traj);
+        if edits.is_empty() {
+            return Ok((edits, 0));
+        }
+        let stale: std::collections::HashSet<super::Loc> = edits.iter().map(|e| e.0).collect();
+        let live: Vec<usize> = (0..locs.len()).filter(|i| !stale.contains(&locs[*i])).collect();
+        let cfg = SelectConfig::new(method).mode(Mode::Gate).threshold(tau);
+        let sel = select(
+            &cfg,
+            &Inputs {
+                embeddings: Some(embeddings),
+                query,
+                retained: &live,
+                ..Inputs::default()
+            },
+        )?;
+        let keep: std::collections::HashSet<super::Loc> = sel.selected.iter().map(|&i| locs[i]).collect();
+        let kept_back = keep.len();
+        Ok((
+            edits.into_iter().filter(|e| !keep.contains(&e.0)).collect(),
+            kept_back,
+        ))
+    }
+
     /// Masks `traj` in place (as at its latest turn) and returns the accounting.
     pub fn mask(&mut self, traj: &mut Trajectory) -> MaskStats {
         let (edits, stats) = self.plan(traj);

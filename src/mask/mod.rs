@@ -42,7 +42,7 @@ impl std::str::FromStr for Format {
 
 /// Where an observation's content lives: a message, and a content block within it
 /// (Anthropic).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Loc {
     /// Index in the messages array.
     pub message: usize,
