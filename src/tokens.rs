@@ -1,6 +1,6 @@
 //! Token counters: exact counts for the tiktoken encodings agents use (o200k_base,
 //! cl100k_base) and a fast approximation (`ceil(bytes / 4)`).
-//! HuggingFace `tokenizer.json` files are not supported in this version.
+//! Any HuggingFace `tokenizer.json` loads through the `tokenizers` crate.
 
 use crate::error::{Error, Result};
 
@@ -31,19 +31,42 @@ impl TokenCounter for Tiktoken {
     }
 }
 
-/// A counter by name: `o200k_base`, `cl100k_base` or `approx`.
+/// A HuggingFace tokenizer loaded from a `tokenizer.json` (special tokens not added).
+pub struct HfTokenizer {
+    tk: tokenizers::Tokenizer,
+}
+
+impl HfTokenizer {
+    /// Loads `path`.
+    pub fn load(path: &std::path::Path) -> Result<Self> {
+        let tk = tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| Error::format(path, format!("not a usable tokenizer.json: {e}")))?;
+        Ok(HfTokenizer { tk })
+    }
+}
+
+impl TokenCounter for HfTokenizer {
+    fn count(&self, text: &str) -> usize {
+        // Encoding a plain string cannot fail for a tokenizer that loaded; count 0 if it
+        // ever does rather than panic.
+        self.tk.encode(text, false).map_or(0, |e| e.len())
+    }
+}
+
+/// A counter by name: `o200k_base`, `cl100k_base`, `approx`, or a path to a
+/// HuggingFace `tokenizer.json`.
 pub fn counter(name: &str) -> Result<Box<dyn TokenCounter>> {
     let bpe = match name {
         "approx" => return Ok(Box::new(Approx)),
         "o200k_base" => tiktoken_rs::o200k_base(),
         "cl100k_base" => tiktoken_rs::cl100k_base(),
-        n if n.ends_with(".json") => {
+        n if n.ends_with(".json") => return Ok(Box::new(HfTokenizer::load(std::path::Path::new(n))?)),
+        n => {
             return Err(Error::invalid(
                 "tokenizer",
-                format!("HuggingFace tokenizer files ({n}) are not supported in this version; use o200k_base, cl100k_base or approx"),
+                format!("unknown tokenizer '{n}' (o200k_base, cl100k_base, approx)"),
             ))
         }
-        n => return Err(Error::invalid("tokenizer", format!("unknown tokenizer '{n}' (o200k_base, cl100k_base, approx)"))),
     };
     let bpe = bpe.map_err(|e| Error::invalid("tokenizer", format!("cannot load {name}: {e}")))?;
     Ok(Box::new(Tiktoken { bpe }))

@@ -231,7 +231,7 @@ fn mask_cli_writes_messages_and_stats_and_never_half_writes() {
         (
             vec!["mask", "--format", "openai", "--tokenizer", "x/tokenizer.json"],
             "[]",
-            "not supported",
+            "x/tokenizer.json",
         ),
     ] {
         let (ok, out, err) = run(&args, input);
@@ -313,4 +313,35 @@ fn semantic_masker_keeps_stale_observations_that_add_a_new_direction() {
     );
     let short = ctxprune::Embeddings::from_rows(&rows[..3], "obs").unwrap();
     assert!(m.plan_semantic(&traj, &short, Method::Grn, 0.5, None).is_err());
+}
+
+#[test]
+fn token_counters_exact_and_from_a_tokenizer_json() {
+    use ctxprune::tokens::counter;
+    let o200k = counter("o200k_base").unwrap();
+    let cl100k = counter("cl100k_base").unwrap();
+    assert_eq!(o200k.count("hello world"), 2);
+    assert_eq!(cl100k.count("hello world"), 2);
+    assert_eq!(counter("approx").unwrap().count("abcdefgh!"), 3);
+    assert!(counter("gpt2-ish").is_err());
+
+    // A WordLevel tokenizer.json written by hand: unknown words map to [UNK].
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("tokenizer.json");
+    std::fs::write(
+        &p,
+        r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],"normalizer":null,
+            "pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+            "model":{"type":"WordLevel","vocab":{"[UNK]":0,"hello":1,"world":2},"unk_token":"[UNK]"}}"#,
+    )
+    .unwrap();
+    let hf = counter(p.to_str().unwrap()).unwrap();
+    assert_eq!(hf.count("hello world foo bar"), 4);
+    let bad = d.path().join("bad.json");
+    std::fs::write(&bad, "{}").unwrap();
+    let e = counter(bad.to_str().unwrap())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("bad.json"), "{e}");
 }
