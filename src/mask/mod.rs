@@ -69,6 +69,41 @@ pub struct Call {
     pub lines: usize,
 }
 
+impl Call {
+    fn new(id: &str, tool: &str, args: String) -> Self {
+        Call {
+            id: id.into(),
+            tool: tool.into(),
+            args,
+            observation: None,
+            is_error: false,
+            text: String::new(),
+            lines: 0,
+        }
+    }
+}
+
+/// Records the observation answering call `id` (`node` is the tool message or the
+/// `tool_result` block); an id no earlier call made is an error naming `at`.
+fn answer(
+    turns: &mut [Turn],
+    open: &std::collections::HashMap<String, (usize, usize)>,
+    id: &str,
+    at: &str,
+    loc: Loc,
+    node: &Value,
+) -> Result<()> {
+    let &(ti, ci) = open
+        .get(id)
+        .ok_or_else(|| Error::invalid(at, format!("answers \"{id}\", which no earlier call made")))?;
+    let call = &mut turns[ti].calls[ci];
+    call.observation = Some(loc);
+    call.is_error = node.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+    call.text = content_text(node.get("content").unwrap_or(&Value::Null));
+    call.lines = call.text.lines().count();
+    Ok(())
+}
+
 /// One turn: an assistant message with its parallel calls.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Turn {
@@ -200,15 +235,7 @@ impl Trajectory {
                                 None => String::new(),
                             };
                             open.insert(id.to_string(), (turns.len(), turn.calls.len()));
-                            turn.calls.push(Call {
-                                id: id.into(),
-                                tool: tool.into(),
-                                args,
-                                observation: None,
-                                is_error: false,
-                                text: String::new(),
-                                lines: 0,
-                            });
+                            turn.calls.push(Call::new(id, tool, args));
                         }
                         if !turn.calls.is_empty() {
                             turns.push(turn);
@@ -219,20 +246,17 @@ impl Trajectory {
                     let id = msg.get("tool_call_id").and_then(Value::as_str).ok_or_else(|| {
                         Error::invalid(format!("messages[{m}]"), "tool message has no \"tool_call_id\"")
                     })?;
-                    let &(ti, ci) = open.get(id).ok_or_else(|| {
-                        Error::invalid(
-                            format!("messages[{m}]"),
-                            format!("tool message answers \"{id}\", which no earlier call made"),
-                        )
-                    })?;
-                    let call = &mut turns[ti].calls[ci];
-                    call.observation = Some(Loc {
-                        message: m,
-                        block: None,
-                    });
-                    call.is_error = msg.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-                    call.text = content_text(msg.get("content").unwrap_or(&Value::Null));
-                    call.lines = call.text.lines().count();
+                    answer(
+                        turns,
+                        open,
+                        id,
+                        &format!("messages[{m}]"),
+                        Loc {
+                            message: m,
+                            block: None,
+                        },
+                        msg,
+                    )?;
                 }
                 (Format::Anthropic, _) => {
                     let Some(blocks) = msg.get("content").and_then(Value::as_array) else {
@@ -256,37 +280,24 @@ impl Trajectory {
                                     .ok_or_else(|| Error::invalid(at(), "tool_use has no \"name\""))?;
                                 let args = blk.get("input").map_or(String::new(), Value::to_string);
                                 open.insert(id.to_string(), (turns.len(), turn.calls.len()));
-                                turn.calls.push(Call {
-                                    id: id.into(),
-                                    tool: tool.into(),
-                                    args,
-                                    observation: None,
-                                    is_error: false,
-                                    text: String::new(),
-                                    lines: 0,
-                                });
+                                turn.calls.push(Call::new(id, tool, args));
                             }
                             Some("tool_result") => {
                                 let at = format!("messages[{m}].content[{b}]");
                                 let id = blk.get("tool_use_id").and_then(Value::as_str).ok_or_else(|| {
                                     Error::invalid(&at, "tool_result has no \"tool_use_id\"")
                                 })?;
-                                let &(ti, ci) = open.get(id).ok_or_else(|| {
-                                    Error::invalid(
-                                        &at,
-                                        format!(
-                                            "tool_result answers \"{id}\", which no earlier tool_use made"
-                                        ),
-                                    )
-                                })?;
-                                let call = &mut turns[ti].calls[ci];
-                                call.observation = Some(Loc {
-                                    message: m,
-                                    block: Some(b),
-                                });
-                                call.is_error = blk.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-                                call.text = content_text(blk.get("content").unwrap_or(&Value::Null));
-                                call.lines = call.text.lines().count();
+                                answer(
+                                    turns,
+                                    open,
+                                    id,
+                                    &at,
+                                    Loc {
+                                        message: m,
+                                        block: Some(b),
+                                    },
+                                    blk,
+                                )?;
                             }
                             _ => {}
                         }
