@@ -231,7 +231,7 @@ fn write_controller(dir: &Path, layers: &[(&str, Vec<usize>, Vec<f32>)]) -> std:
 
 #[test]
 fn learned_controller_forward_matches_a_hand_evaluation() {
-    let d = 2; // embeddings; features = 2 (state) + 2 (candidate) + 3 structural = 7
+    // Embeddings of width 2: features = 2 (state) + 2 (candidate) + 3 structural = 7.
     let mut rng = Rng::new(9);
     let mut r = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.normal() as f32 * 0.5).collect() };
     let (w0, b0, w1, b1, wr, br, wc, bc) = (r(5 * 7), r(5), r(3 * 5), r(3), r(3), r(1), r(3), r(1));
@@ -297,7 +297,6 @@ fn learned_controller_forward_matches_a_hand_evaluation() {
         .unwrap_err()
         .to_string()
         .contains("dimension mismatch"));
-    let _ = d;
     // Malformed weights name the tensor.
     let bad = write_controller(
         dir.path(),

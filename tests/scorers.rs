@@ -454,11 +454,6 @@ fn sparse_coverage_equals_dense_when_it_keeps_every_neighbour_and_matches_its_de
     assert!(sparse_all.notes.iter().any(|n| n.contains("sparse")));
     // With 5 neighbours, greedy equals the slow greedy on the explicitly sparsified F.
     let r = 5;
-    let p = Problem {
-        e: &e,
-        q: Some(&q),
-        costs: Some(&costs),
-    };
     let s = |i: usize, j: usize| {
         let w = slow::cos(e.row(i), &q).max(0.0);
         if i == j {
@@ -503,7 +498,6 @@ fn sparse_coverage_equals_dense_when_it_keeps_every_neighbour_and_matches_its_de
     let got = select(&cfg.coverage_dense_max(10).coverage_knn(r), &inp).unwrap();
     assert_eq!(got.selected, want);
     assert_close("sparse coverage", &got.gains, &want_g, 1e-5);
-    let _ = p;
 }
 
 #[test]

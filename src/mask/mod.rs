@@ -69,6 +69,13 @@ pub struct Call {
     pub lines: usize,
 }
 
+/// The string field `key` of `v`, or an error naming `at` and `what`.
+fn str_field<'v>(v: &'v Value, key: &str, at: &str, what: &str) -> Result<&'v str> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::invalid(at, format!("{what} has no \"{key}\"")))
+}
+
 impl Call {
     fn new(id: &str, tool: &str, args: String) -> Self {
         Call {
@@ -218,17 +225,11 @@ impl Trajectory {
                         };
                         for (k, c) in calls.iter().enumerate() {
                             let at = || format!("messages[{m}].tool_calls[{k}]");
-                            let id = c
-                                .get("id")
-                                .and_then(Value::as_str)
-                                .ok_or_else(|| Error::invalid(at(), "has no \"id\""))?;
+                            let id = str_field(c, "id", &at(), "the call")?;
                             let f = c
                                 .get("function")
                                 .ok_or_else(|| Error::invalid(at(), "has no \"function\""))?;
-                            let tool = f
-                                .get("name")
-                                .and_then(Value::as_str)
-                                .ok_or_else(|| Error::invalid(at(), "has no function name"))?;
+                            let tool = str_field(f, "name", &at(), "the function")?;
                             let args = match f.get("arguments") {
                                 Some(Value::String(s)) => s.clone(),
                                 Some(v) => v.to_string(),
@@ -270,14 +271,8 @@ impl Trajectory {
                         match blk.get("type").and_then(Value::as_str) {
                             Some("tool_use") if role == "assistant" => {
                                 let at = || format!("messages[{m}].content[{b}]");
-                                let id = blk
-                                    .get("id")
-                                    .and_then(Value::as_str)
-                                    .ok_or_else(|| Error::invalid(at(), "tool_use has no \"id\""))?;
-                                let tool = blk
-                                    .get("name")
-                                    .and_then(Value::as_str)
-                                    .ok_or_else(|| Error::invalid(at(), "tool_use has no \"name\""))?;
+                                let id = str_field(blk, "id", &at(), "tool_use")?;
+                                let tool = str_field(blk, "name", &at(), "tool_use")?;
                                 let args = blk.get("input").map_or(String::new(), Value::to_string);
                                 open.insert(id.to_string(), (turns.len(), turn.calls.len()));
                                 turn.calls.push(Call::new(id, tool, args));
