@@ -150,7 +150,7 @@ pub fn run() -> Result<String> {
     let retained: Vec<usize> = rel[..5].iter().map(|r| r.0).collect();
     for m in Method::ALL {
         for mode in [Mode::Greedy, Mode::Gate] {
-            let mut cfg = SelectConfig::new(m).mode(mode);
+            let mut cfg = SelectConfig::new(m).mode(mode).backend(backend.backend.clone());
             let inp = Inputs {
                 embeddings: Some(&pool.embeddings),
                 query: Some(&pool.query),
@@ -176,7 +176,7 @@ pub fn run() -> Result<String> {
                 s.tokens_selected,
                 100.0 * s.tokens_selected / total,
                 ms,
-                "cpu",
+                s.backend.name(),
                 s.stop.map_or_else(
                     || format!("tau = {}", s.threshold.unwrap_or(f64::NAN)),
                     |st| st.as_str().to_string()
@@ -185,7 +185,7 @@ pub fn run() -> Result<String> {
         }
     }
     pipeline_section(&pool, &mut out)?;
-    rerank_section(&pool, &mut out)?;
+    rerank_section(&pool, &backend.backend, &mut out)?;
     mask_section(&mut out)?;
     cost_section(&mut out)?;
     Ok(out)
@@ -292,7 +292,7 @@ fn cost_section(out: &mut String) -> Result<()> {
 
 /// Budgeted top-k on the synthetic pool: the pool sorted by a noisy MIPS score, an oracle
 /// whose relevance has two modes (near the query, and around a far cluster centre).
-fn rerank_section(pool: &Pool, out: &mut String) -> Result<()> {
+fn rerank_section(pool: &Pool, backend: &crate::backend::Backend, out: &mut String) -> Result<()> {
     use crate::rerank::{metrics::ncg, rerank, DenseKernel, Method as R, Precomputed, RerankConfig};
     use crate::similarity::{Kernel, KernelKind};
     let e = &pool.embeddings;
@@ -317,7 +317,7 @@ fn rerank_section(pool: &Pool, out: &mut String) -> Result<()> {
     let sorted = e.select_rows(&order)?;
     let scores: Vec<f64> = order.iter().map(|&i| oracle[i]).collect();
     let kernel = Kernel::with_median_heuristic(KernelKind::Vmf, &sorted)?;
-    let dk = DenseKernel::build(&sorted, &pool.query, kernel)?;
+    let dk = DenseKernel::build_on(&sorted, &pool.query, kernel, backend)?;
     let (budget, cap) = (60, 20);
     let _ = writeln!(
         out,
@@ -331,7 +331,9 @@ fn rerank_section(pool: &Pool, out: &mut String) -> Result<()> {
     for m in [R::SingleStage, R::Bagel, R::Rgs, R::BoundaryMorph] {
         let mut o = Precomputed::new(scores.clone(), budget)?;
         let t = std::time::Instant::now();
-        let r = rerank(&RerankConfig::new(m, budget, cap), &dk, &mut o)?;
+        let mut cfg = RerankConfig::new(m, budget, cap);
+        cfg.backend = backend.clone();
+        let r = rerank(&cfg, &dk, &mut o)?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
         let _ = writeln!(
             out,

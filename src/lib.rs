@@ -18,7 +18,8 @@
 //!   window plan, NDCG@k and Recall@k (SPEC §4).
 //! - [`mask`]: observation masking of agent trajectories in OpenAI and Anthropic message
 //!   formats, with token accounting ([`tokens`]: tiktoken encodings and an approximation).
-//! - [`backend`]: the backend boundary (CPU reference primitives; CUDA detection).
+//! - [`backend`]: the backend boundary (CPU reference primitives; the CUDA backend:
+//!   detection, NVRTC compile and cache, device primitives, `gpu-check`).
 //! - [`io`]: `.npy`, safetensors and JSON-lines loaders with errors that name the row.
 //! - [`demo`]: the built-in seeded synthetic pool behind `ctxprune demo`.
 //!

@@ -2,14 +2,14 @@
 //!
 //! [`Backend`] is chosen at run time. [`Backend::auto`] uses CUDA only when the driver
 //! library is present (checked before cudarc is touched: creating a context without it
-//! panics inside cudarc), a device exists, and the CUDA primitives are available;
-//! otherwise the CPU, with the reason kept in [`Selected::reason`]. [`Backend::cuda`]
-//! returns an error instead of falling back. The environment variable
+//! panics inside cudarc), a device exists, the kernels compile and a small self-test
+//! agrees with the CPU; otherwise the CPU, with the reason kept in [`Selected::reason`].
+//! [`Backend::cuda`] returns an error instead of falling back. The environment variable
 //! `CTXPRUNE_BACKEND=cpu|cuda|auto` overrides `auto`.
 //!
-//! [`cpu`] holds the reference primitives. The CUDA primitives (kernels, module cache,
-//! launches) arrive with the CUDA backend issue; until then a present GPU is reported and
-//! `auto` stays on the CPU, saying why.
+//! [`cpu`] holds the reference primitives; `cuda` the device ones (kernels/*.cu compiled
+//! by NVRTC, cuBLAS), each checked against the CPU by the backend tests and
+//! `ctxprune gpu-check`.
 
 pub mod cpu;
 #[cfg(feature = "cuda")]

@@ -35,6 +35,35 @@ enum Cmd {
     Cost(CostCmd),
     /// Run every capability on a built-in seeded synthetic pool and print a table.
     Demo,
+    /// Compile every CUDA kernel to PTX with NVRTC (no GPU needed) and write the PTX;
+    /// fails on any compiler error or warning.
+    Kernels(KernelsArgs),
+    /// On a machine with an NVIDIA GPU: compare every CUDA primitive and selector with the
+    /// CPU path on fresh random inputs, then print the timing table.
+    GpuCheck(GpuCheckArgs),
+}
+
+#[derive(clap::Args)]
+struct KernelsArgs {
+    /// Target architectures, comma-separated (sm_XY or compute_XY).
+    #[arg(long, default_value = "sm_80,sm_90")]
+    arch: String,
+    /// Directory the PTX files are written to (FILE.ARCH.ptx).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct GpuCheckArgs {
+    /// Device ordinal.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Skip the timing table (correctness checks only).
+    #[arg(long)]
+    no_timing: bool,
+    /// Seed of the random inputs (default: fresh from the clock, printed for replay).
+    #[arg(long)]
+    seed: Option<u64>,
 }
 
 #[derive(clap::Args)]
@@ -306,6 +335,8 @@ fn main() -> ExitCode {
         Cmd::Cost(c) => run_cost(c),
         Cmd::Mask(a) => run_mask(a),
         Cmd::Demo => ctxprune::demo::run().map(|t| print!("{t}")),
+        Cmd::Kernels(a) => run_kernels(a),
+        Cmd::GpuCheck(a) => run_gpu_check(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -597,8 +628,9 @@ fn run_rerank(a: RerankArgs) -> Result<()> {
         (KernelKind::Vmf, Some(k)) => Kernel::Vmf { kappa: k },
         _ => Kernel::with_median_heuristic(kind, &pool)?,
     };
-    let dk = DenseKernel::build(&pool, &query, kernel)?;
+    let dk = DenseKernel::build_on(&pool, &query, kernel, &backend.backend)?;
     let mut cfg = RerankConfig::new(method, a.budget, a.capacity);
+    cfg.backend = backend.backend.clone();
     cfg.prior = prior;
     cfg.acquisition = acquisition;
     cfg.beta0 = a.beta0.unwrap_or(1.0);
@@ -628,7 +660,7 @@ fn run_rerank(a: RerankArgs) -> Result<()> {
         "scores": r.scores,
         "notes": r.notes,
         "kappa": kappa,
-        "backend": "cpu",
+        "backend": backend.backend.name(),
         "elapsed_ms": elapsed_ms,
         "oracle_ms": oracle_ms,
     });
@@ -836,4 +868,76 @@ fn run_mask(a: MaskArgs) -> Result<()> {
     }
     println!("{out}");
     Ok(())
+}
+
+#[cfg(feature = "cuda")]
+fn run_kernels(a: KernelsArgs) -> Result<()> {
+    use ctxprune::backend::cuda::compile;
+    use std::io::Write as _;
+    let mut so = std::io::stdout().lock();
+    let (maj, min) = compile::nvrtc_version()?;
+    let _ = writeln!(
+        so,
+        "NVRTC {maj}.{min}; kernel sources hash {:016x}",
+        ctxprune::backend::cuda::sources::SOURCES_HASH
+    );
+    if let Some(d) = &a.out {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d.display().to_string(), e))?;
+    }
+    let mut dirty = Vec::new();
+    for arch in a.arch.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let num = arch
+            .strip_prefix("sm_")
+            .or_else(|| arch.strip_prefix("compute_"))
+            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric()))
+            .ok_or_else(|| Error::invalid("--arch", format!("'{arch}' is not sm_XY or compute_XY")))?;
+        let target = format!("compute_{num}");
+        for c in compile::compile_all(&target)? {
+            let entries = c.entries();
+            let _ = writeln!(
+                so,
+                "{:<12} {target:<12} {:>3} kernels  {}",
+                c.file,
+                entries.len(),
+                entries.join(" ")
+            );
+            if !c.log.is_empty() {
+                eprintln!("{} ({target}):\n{}", c.file, c.log);
+                dirty.push(format!("{} ({target})", c.file));
+            }
+            if let Some(d) = &a.out {
+                let p = d.join(format!("{}.sm_{num}.ptx", c.file.trim_end_matches(".cu")));
+                std::fs::write(&p, &c.ptx).map_err(|e| Error::io(p.display().to_string(), e))?;
+            }
+        }
+    }
+    if dirty.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Backend {
+            backend: "nvrtc".into(),
+            msg: format!("warnings in {}", dirty.join(", ")),
+        })
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn run_gpu_check(a: GpuCheckArgs) -> Result<()> {
+    ctxprune::backend::cuda::check::run(a.device, a.seed, !a.no_timing)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn run_kernels(_: KernelsArgs) -> Result<()> {
+    Err(Error::Backend {
+        backend: "cuda".into(),
+        msg: "this build has no CUDA support (built without the `cuda` feature)".into(),
+    })
+}
+
+#[cfg(not(feature = "cuda"))]
+fn run_gpu_check(_: GpuCheckArgs) -> Result<()> {
+    run_kernels(KernelsArgs {
+        arch: String::new(),
+        out: None,
+    })
 }

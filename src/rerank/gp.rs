@@ -61,6 +61,10 @@ pub struct Gp<'k, K: KernelRows> {
     /// pseudo-inverse at every step.
     pinv: Option<Dense>,
     scratch: Vec<f64>,
+    /// `V`, `colsq`, `a`, `b` on a GPU instead ([`Gp::on_device`]): each append is one
+    /// launch over the pool; `colsq`, `a`, `b` are copied back for the posterior.
+    #[cfg(feature = "cuda")]
+    dev: Option<crate::backend::cuda::ops::GpDev>,
 }
 
 /// Posterior moments from the pseudo-inverse fallback: `a`, `b` as in the incremental
@@ -97,9 +101,19 @@ impl<'k, K: KernelRows> Gp<'k, K> {
             b: vec![0.0; n],
             pinv: None,
             scratch: vec![0.0; n],
+            #[cfg(feature = "cuda")]
+            dev: None,
         };
-        gp.push(None, 1.0 - mu0_query);
+        gp.push(None, 1.0 - mu0_query)?;
         Ok(gp)
+    }
+
+    /// Moves the pool-sized state to a GPU: the observations so far are replayed there.
+    #[cfg(feature = "cuda")]
+    pub fn on_device(&mut self, dev: std::sync::Arc<crate::backend::cuda::Device>) -> Result<()> {
+        self.dev = Some(crate::backend::cuda::ops::GpDev::new(dev, self.n)?);
+        let all = std::mem::take(&mut self.obs);
+        self.rebuild(all, self.jitter_step)
     }
 
     /// The jitter in force (`None` once on the pseudo-inverse).
@@ -126,8 +140,7 @@ impl<'k, K: KernelRows> Gp<'k, K> {
             return Err(Error::invalid("observation", format!("score of item {j} is {y}")));
         }
         let r = y - self.mu0[j];
-        self.push(Some(j), r);
-        Ok(())
+        self.push(Some(j), r)
     }
 
     fn kernel_row(&mut self, idx: Option<usize>) -> Vec<f64> {
@@ -142,27 +155,34 @@ impl<'k, K: KernelRows> Gp<'k, K> {
 
     /// Adds an observation: incrementally when the factor extends, else by refactoring
     /// everything on the next rung of the jitter ladder.
-    fn push(&mut self, idx: Option<usize>, r: f64) {
+    fn push(&mut self, idx: Option<usize>, r: f64) -> Result<()> {
         let o = Obs { idx, r };
         if self.pinv.is_some() {
             self.obs.push(o);
             self.pinv = Some(self.dense_pinv());
-        } else if !self.append(&o) {
+        } else if !self.append(&o)? {
             let mut all = std::mem::take(&mut self.obs);
             all.push(o);
-            self.rebuild(all, self.jitter_step + 1);
+            self.rebuild(all, self.jitter_step + 1)?;
         }
+        Ok(())
     }
 
     /// Extends `L`, `V` and the running sums by one observation; false (nothing changed)
-    /// when the new pivot is not positive at the current jitter.
-    fn append(&mut self, o: &Obs) -> bool {
+    /// when the new pivot is not positive at the current jitter. Errors only from a GPU.
+    fn append(&mut self, o: &Obs) -> Result<bool> {
         let t = self.l.len();
         let n = self.n;
         let jitter = JITTERS[self.jitter_step];
         // l = L^{-1} k_A(new): for a pool item, column j of V. The query is always the
         // first observation, so its l is empty.
         let l: Vec<f64> = match o.idx {
+            #[cfg(feature = "cuda")]
+            Some(j) if self.dev.is_some() => match self.dev.as_mut().map(|d| d.column(j)) {
+                Some(Ok(c)) => c,
+                Some(Err(e)) => return Err(e),
+                None => Vec::new(),
+            },
             Some(j) => (0..t).map(|s| f64::from(self.v[s * n + j])).collect(),
             None => {
                 debug_assert_eq!(t, 0, "the query is the first observation");
@@ -172,12 +192,24 @@ impl<'k, K: KernelRows> Gp<'k, K> {
         let ll: f64 = l.iter().map(|x| x * x).sum();
         let lnn2 = 1.0 + jitter - ll;
         if lnn2.is_nan() || lnn2 <= 1e-12 {
-            return false;
+            return Ok(false);
         }
         let lnn = lnn2.sqrt();
         let urn = (o.r - l.iter().zip(&self.ur).map(|(a, b)| a * b).sum::<f64>()) / lnn;
         let u1n = (1.0 - l.iter().zip(&self.u1).map(|(a, b)| a * b).sum::<f64>()) / lnn;
         let mut row = self.kernel_row(o.idx);
+        #[cfg(feature = "cuda")]
+        if let Some(dev) = self.dev.as_mut() {
+            let krow: Vec<f32> = row.iter().map(|&v| v as f32).collect();
+            dev.append(&krow, &l, lnn, urn, u1n)?;
+            let (cs, a, b) = dev.sums()?;
+            self.colsq = cs;
+            self.a = a;
+            self.b = b;
+            self.scratch = row;
+            self.finish_append(l, lnn, urn, u1n, o);
+            return Ok(true);
+        }
         // row = (K(new, pool) - l^T V) / l_nn, then colsq, a, b, and the stored f32 row, in
         // one pass over column chunks on every core.
         self.v.resize((t + 1) * n, 0.0);
@@ -215,19 +247,26 @@ impl<'k, K: KernelRows> Gp<'k, K> {
                 });
         }
         self.scratch = row;
-        let mut lrow = l;
+        self.finish_append(l, lnn, urn, u1n, o);
+        Ok(true)
+    }
+
+    fn finish_append(&mut self, mut lrow: Vec<f64>, lnn: f64, urn: f64, u1n: f64, o: &Obs) {
         lrow.push(lnn);
         self.l.push(lrow);
         self.ur.push(urn);
         self.u1.push(u1n);
         self.obs.push(o.clone());
-        true
     }
 
     /// Refactors all observations from scratch, from jitter rung `step` up; past the last
     /// rung, the pseudo-inverse.
-    fn rebuild(&mut self, all: Vec<Obs>, mut step: usize) {
+    fn rebuild(&mut self, all: Vec<Obs>, mut step: usize) -> Result<()> {
         loop {
+            #[cfg(feature = "cuda")]
+            if let Some(d) = self.dev.as_mut() {
+                d.reset()?;
+            }
             self.l.clear();
             self.v.clear();
             self.ur.clear();
@@ -240,10 +279,17 @@ impl<'k, K: KernelRows> Gp<'k, K> {
             if step >= JITTERS.len() {
                 self.obs = all;
                 self.pinv = Some(self.dense_pinv());
-                return;
+                return Ok(());
             }
-            if all.iter().all(|o| self.append(o)) {
-                return;
+            let mut extended = true;
+            for o in &all {
+                if !self.append(o)? {
+                    extended = false;
+                    break;
+                }
+            }
+            if extended {
+                return Ok(());
             }
             step += 1;
         }

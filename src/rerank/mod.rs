@@ -39,8 +39,18 @@ pub struct DenseKernel {
 impl DenseKernel {
     /// Builds the kernel of `pool` (rows in MIPS order) and `query`.
     pub fn build(pool: &Embeddings, query: &[f32], kernel: Kernel) -> Result<Self> {
+        Self::build_on(pool, query, kernel, &crate::backend::Backend::Cpu)
+    }
+
+    /// [`build`](Self::build) with the Gram computed on `backend`.
+    pub fn build_on(
+        pool: &Embeddings,
+        query: &[f32],
+        kernel: Kernel,
+        backend: &crate::backend::Backend,
+    ) -> Result<Self> {
         pool.check_dim(query.len(), "query vs pool")?;
-        let k = crate::similarity::gram(pool, kernel)?;
+        let k = crate::similarity::gram_on(pool, kernel, backend)?;
         let inv = pool.inv_norms()?;
         let qn = crate::embeddings::unit_vector(query, "query")?;
         let mut q: Vec<f32> = (0..pool.rows())
@@ -152,6 +162,8 @@ pub struct RerankConfig {
     pub graph_degree: usize,
     /// RGS heap cap `L_s`. By default 64.
     pub heap_cap: usize,
+    /// Where the GP's pool-sized updates run (BoundaryMORPH, BAGEL). By default the CPU.
+    pub backend: crate::backend::Backend,
 }
 
 impl RerankConfig {
@@ -167,6 +179,7 @@ impl RerankConfig {
             beta0: 1.0,
             graph_degree: 16,
             heap_cap: 64,
+            backend: crate::backend::Backend::Cpu,
         }
     }
 }
@@ -260,6 +273,10 @@ pub fn rerank(cfg: &RerankConfig, kernel: &DenseKernel, oracle: &mut dyn Oracle)
             };
             let mu0_q = if prior == Prior::Mips { 1.0 } else { 0.0 };
             let mut gp = Gp::new(kernel, mu0, mu0_q)?;
+            #[cfg(feature = "cuda")]
+            if let crate::backend::Backend::Cuda(ord) = cfg.backend {
+                gp.on_device(crate::backend::cuda::device(ord)?)?;
+            }
             if cfg.method == Method::Bagel {
                 let warm: Vec<usize> = (0..budget / 2).collect();
                 let ys = run.call(&warm)?;

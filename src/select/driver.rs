@@ -217,13 +217,8 @@ pub(crate) fn greedy<S: Scorer>(
             };
         };
         let g = gains[x];
-        match lim.threshold {
-            Some(t) if g < t => break Stop::Threshold,
-            None if s.stops_at_non_positive() && g <= 0.0 => break Stop::NoGain,
-            _ => {}
-        }
-        if s.floor().is_some_and(|f| g < f) {
-            break Stop::NoGain;
+        if let Some(stop) = stop_rule(g, lim, s.stops_at_non_positive(), s.floor()) {
+            break stop;
         }
         alive[x] = false;
         remaining -= cost(x);
@@ -232,4 +227,176 @@ pub(crate) fn greedy<S: Scorer>(
         picked_gains.push(g);
     };
     (picks, picked_gains, stop)
+}
+
+/// Why greedy stops at a best gain of `g`, if it does (SPEC §1): below the threshold; not
+/// positive when the scorer stops there and no threshold is given; below the scorer's floor.
+fn stop_rule(g: f64, lim: &Limits<'_>, stops_at_non_positive: bool, floor: Option<f64>) -> Option<Stop> {
+    match lim.threshold {
+        Some(t) if g < t => return Some(Stop::Threshold),
+        None if stops_at_non_positive && g <= 0.0 => return Some(Stop::NoGain),
+        _ => {}
+    }
+    floor.is_some_and(|f| g < f).then_some(Stop::NoGain)
+}
+
+/// A greedy selector whose per-candidate state lives on a device: [`add`](Self::add)
+/// queues a pick, [`best`](Self::best) folds it in and returns the best open candidate
+/// (alive, and within `remaining` tokens when a budget applies) with its gain, ties to
+/// the lower index.
+pub(crate) trait DevicePicker {
+    fn add(&mut self, x: usize, retained: bool) -> crate::Result<()>;
+    fn best(&mut self, remaining: Option<f64>) -> crate::Result<Option<(usize, f64)>>;
+}
+
+/// [`greedy`] with the candidates' state on a device: the same budgets and stopping rules,
+/// one [`DevicePicker::best`] per step. `floor` and `stops_at_non_positive` are the CPU
+/// scorer's.
+pub(crate) fn greedy_device(
+    p: &mut dyn DevicePicker,
+    n: usize,
+    retained: &[usize],
+    lim: &Limits<'_>,
+    floor: Option<f64>,
+    stops_at_non_positive: bool,
+) -> crate::Result<(Vec<usize>, Vec<f64>, Stop)> {
+    for &r in retained {
+        p.add(r, true)?;
+    }
+    let mut remaining = lim.token_budget.unwrap_or(f64::INFINITY);
+    let cost = |x: usize| lim.costs.map_or(1.0, |c| c[x]);
+    let (mut picks, mut picked_gains) = (Vec::new(), Vec::new());
+    let stop = loop {
+        if lim.k.is_some_and(|k| picks.len() >= k) {
+            break Stop::ItemBudget;
+        }
+        let Some((x, g)) = p.best(lim.token_budget.map(|_| remaining))? else {
+            // Nothing open: what is left (if anything) no longer fits the budget.
+            let left = n - retained.len() - picks.len();
+            break if left > 0 && lim.token_budget.is_some() {
+                Stop::TokenBudget
+            } else {
+                Stop::Exhausted
+            };
+        };
+        if let Some(stop) = stop_rule(g, lim, stops_at_non_positive, floor) {
+            break stop;
+        }
+        remaining -= cost(x);
+        p.add(x, false)?;
+        picks.push(x);
+        picked_gains.push(g);
+    };
+    Ok((picks, picked_gains, stop))
+}
+
+#[cfg(test)]
+mod tests {
+    //! [`greedy_device`]'s host logic (retained picks, budgets, stopping rules) against
+    //! [`greedy`], with a CPU stand-in for the device state: the stand-in refreshes every
+    //! open candidate with the scorer's own `refresh` and takes the argmax, which is what
+    //! the CUDA step kernels compute.
+    use super::*;
+    use crate::select::scorers::{Centroid, Dense, Dpp, Grn, Mmr};
+
+    struct Eager<'s, S: Scorer> {
+        s: &'s mut S,
+        cands: Vec<S::Cand>,
+        open: Vec<bool>,
+        costs: Option<&'s [f64]>,
+    }
+
+    impl<S: Scorer> DevicePicker for Eager<'_, S> {
+        fn add(&mut self, x: usize, _retained: bool) -> crate::Result<()> {
+            self.s.refresh(x, &mut self.cands[x]);
+            self.s.add(x, &self.cands[x]);
+            self.open[x] = false;
+            Ok(())
+        }
+        fn best(&mut self, remaining: Option<f64>) -> crate::Result<Option<(usize, f64)>> {
+            let mut best: Option<(usize, f64)> = None;
+            for x in 0..self.open.len() {
+                let fits = remaining.is_none_or(|r| self.costs.map_or(1.0, |c| c[x]) <= r);
+                if !self.open[x] || !fits {
+                    continue;
+                }
+                let g = self.s.refresh(x, &mut self.cands[x]);
+                if best.is_none_or(|(_, b)| g > b) {
+                    best = Some((x, g));
+                }
+            }
+            Ok(best)
+        }
+    }
+
+    fn both<S: Scorer>(mk: &dyn Fn() -> S, n: usize, retained: &[usize], lim: &Limits<'_>, what: &str) {
+        let mut a = mk();
+        let want = greedy(&mut a, n, retained, lim);
+        let mut b = mk();
+        let (floor, nonpos) = (b.floor(), b.stops_at_non_positive());
+        let cands = (0..n).map(|x| b.cand(x)).collect();
+        let mut p = Eager {
+            s: &mut b,
+            cands,
+            open: vec![true; n],
+            costs: lim.costs,
+        };
+        let got = greedy_device(&mut p, n, retained, lim, floor, nonpos).unwrap();
+        assert_eq!(got, want, "{what}");
+    }
+
+    #[test]
+    fn device_driver_matches_the_cpu_driver() {
+        let mut rng = crate::rng::Rng::new(11);
+        let (n, d) = (41, 7);
+        let data: Vec<f32> = (0..n * d).map(|_| rng.normal() as f32).collect();
+        let e = crate::Embeddings::new(n, d, data, "t").unwrap();
+        let q: Vec<f32> = (0..d).map(|_| rng.normal() as f32).collect();
+        let costs: Vec<f64> = (0..n).map(|_| 1.0 + rng.below(20) as f64).collect();
+        let dense = Dense::new(&e, Some(&q)).unwrap();
+        for (k, budget, thr, retained) in [
+            (Some(9), None, None, vec![]),
+            (None, Some(60.0), None, vec![]),
+            (Some(5), Some(45.0), None, vec![3, 17]),
+            (None, None, Some(0.2), vec![8]),
+            (None, None, None, vec![]),
+        ] {
+            let lim = Limits {
+                k,
+                token_budget: budget,
+                costs: Some(&costs),
+                threshold: thr,
+                eager_only: false,
+            };
+            let what = format!("k={k:?} budget={budget:?} tau={thr:?} retained={retained:?}");
+            both(
+                &|| Mmr::new(&dense, 0.5),
+                n,
+                &retained,
+                &lim,
+                &format!("mmr {what}"),
+            );
+            both(
+                &|| Grn::new(&dense, 1e-10),
+                n,
+                &retained,
+                &lim,
+                &format!("grn {what}"),
+            );
+            both(
+                &|| Dpp::new(&dense, 1e-10),
+                n,
+                &retained,
+                &lim,
+                &format!("dpp {what}"),
+            );
+            both(
+                &|| Centroid::new(&dense),
+                n,
+                &retained,
+                &lim,
+                &format!("centroid {what}"),
+            );
+        }
+    }
 }

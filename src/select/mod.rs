@@ -35,7 +35,9 @@ pub mod lexical;
 pub mod presets;
 mod scorers;
 
+pub(crate) use driver::DevicePicker;
 pub use driver::Stop;
+pub(crate) use scorers::orthonormal_extension;
 
 use crate::backend::Backend;
 use crate::embeddings::Embeddings;
@@ -532,10 +534,11 @@ pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
             format!("(w_tfidf, w_jaccard) apply to lexical, not {}", m.name()),
         ));
     }
+    #[cfg(not(feature = "cuda"))]
     if cfg.backend != Backend::Cpu {
         return Err(Error::Backend {
             backend: cfg.backend.name().into(),
-            msg: "the CUDA primitives are not in this version; select runs on the CPU".into(),
+            msg: "this build has no CUDA support (built without the `cuda` feature)".into(),
         });
     }
     let threshold = match cfg.mode {
@@ -571,56 +574,87 @@ pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
         Some(e) if m != Method::Lexical => Some(Dense::new(e, query)?),
         _ => None,
     };
-    let out = match m {
-        Method::Lexical => {
-            let texts = inp.texts.unwrap_or(&[]);
-            let lex = lexical::Lexical::new(texts, inp.query_text.unwrap_or(""), lex_w);
-            run_scorer(&mut Mmr::new(lex, lambda), cfg.mode, n, inp.retained, &lim)
+    let mut ran_on = cfg.backend.clone();
+    #[cfg(feature = "cuda")]
+    let on_device = match (&cfg.backend, dense.as_ref()) {
+        (Backend::Cuda(ord), Some(d)) => {
+            let r = device_greedy(*ord, m, d, lambda, cfg, inp, &lim, n)?;
+            if r.is_none() {
+                notes.push(format!(
+                    "{} in {} mode runs on the CPU (no CUDA path for it)",
+                    m.name(),
+                    cfg.mode.name()
+                ));
+                ran_on = Backend::Cpu;
+            }
+            r
         }
-        _ => {
-            let d = dense
-                .as_ref()
-                .ok_or_else(|| Error::invalid("embeddings", "missing"))?;
-            match m {
-                Method::Mmr => run_scorer(&mut Mmr::new(d, lambda), cfg.mode, n, inp.retained, &lim),
-                Method::Grn => run_scorer(
-                    &mut Grn::new(d, cfg.residual_eps),
-                    cfg.mode,
-                    n,
-                    inp.retained,
-                    &lim,
-                ),
-                Method::Centroid => run_scorer(&mut Centroid::new(d), cfg.mode, n, inp.retained, &lim),
-                Method::Dpp => run_scorer(
-                    &mut Dpp::new(d, cfg.residual_eps),
-                    cfg.mode,
-                    n,
-                    inp.retained,
-                    &lim,
-                ),
-                Method::Coverage | Method::Hybrid => {
-                    let cov =
-                        coverage::Coverage::build(d, inp.costs, cfg.coverage_dense_max, cfg.coverage_knn)?;
-                    if cov.is_sparse() {
-                        notes.push(format!(
+        (Backend::Cuda(_), None) => {
+            notes.push(format!("{} runs on the CPU (no CUDA path for it)", m.name()));
+            ran_on = Backend::Cpu;
+            None
+        }
+        _ => None,
+    };
+    #[cfg(not(feature = "cuda"))]
+    let on_device: Option<Outcome> = None;
+    let out = match on_device {
+        Some(o) => o,
+        None => match m {
+            Method::Lexical => {
+                let texts = inp.texts.unwrap_or(&[]);
+                let lex = lexical::Lexical::new(texts, inp.query_text.unwrap_or(""), lex_w);
+                run_scorer(&mut Mmr::new(lex, lambda), cfg.mode, n, inp.retained, &lim)
+            }
+            _ => {
+                let d = dense
+                    .as_ref()
+                    .ok_or_else(|| Error::invalid("embeddings", "missing"))?;
+                match m {
+                    Method::Mmr => run_scorer(&mut Mmr::new(d, lambda), cfg.mode, n, inp.retained, &lim),
+                    Method::Grn => run_scorer(
+                        &mut Grn::new(d, cfg.residual_eps),
+                        cfg.mode,
+                        n,
+                        inp.retained,
+                        &lim,
+                    ),
+                    Method::Centroid => run_scorer(&mut Centroid::new(d), cfg.mode, n, inp.retained, &lim),
+                    Method::Dpp => run_scorer(
+                        &mut Dpp::new(d, cfg.residual_eps),
+                        cfg.mode,
+                        n,
+                        inp.retained,
+                        &lim,
+                    ),
+                    Method::Coverage | Method::Hybrid => {
+                        let cov = coverage::Coverage::build(
+                            d,
+                            inp.costs,
+                            cfg.coverage_dense_max,
+                            cfg.coverage_knn,
+                        )?;
+                        if cov.is_sparse() {
+                            notes.push(format!(
                             "pool of {n} is above {} items: coverage uses a sparse {}-nearest-neighbour similarity",
                             cfg.coverage_dense_max, cfg.coverage_knn
                         ));
+                        }
+                        if m == Method::Coverage {
+                            run_scorer(&mut { cov }, cfg.mode, n, inp.retained, &lim)
+                        } else {
+                            let mut h = Hybrid {
+                                grn: Grn::new(d, cfg.residual_eps),
+                                cov,
+                                w: weights,
+                            };
+                            run_scorer(&mut h, cfg.mode, n, inp.retained, &lim)
+                        }
                     }
-                    if m == Method::Coverage {
-                        run_scorer(&mut { cov }, cfg.mode, n, inp.retained, &lim)
-                    } else {
-                        let mut h = Hybrid {
-                            grn: Grn::new(d, cfg.residual_eps),
-                            cov,
-                            w: weights,
-                        };
-                        run_scorer(&mut h, cfg.mode, n, inp.retained, &lim)
-                    }
+                    Method::Lexical => unreachable!("handled above"),
                 }
-                Method::Lexical => unreachable!("handled above"),
             }
-        }
+        },
     };
     // A gain that overflowed (a cost of 1e-320, weights of 1e308) is not a number a caller
     // can use: say which item instead of printing null.
@@ -648,8 +682,70 @@ pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
         threshold,
         tokens_selected,
         notes,
-        backend: cfg.backend.clone(),
+        backend: ran_on,
     })
+}
+
+/// Greedy selection on GPU `ord` for the methods with a CUDA path (MMR, GRN, DPP,
+/// centroid drift, dense coverage); `None` for the others (gating, hybrid, sparse
+/// coverage), which run on the CPU.
+#[cfg(feature = "cuda")]
+#[allow(clippy::too_many_arguments)]
+fn device_greedy(
+    ord: usize,
+    m: Method,
+    d: &Dense<'_>,
+    lambda: f64,
+    cfg: &SelectConfig,
+    inp: &Inputs<'_>,
+    lim: &Limits<'_>,
+    n: usize,
+) -> Result<Option<Outcome>> {
+    use crate::backend::cuda::ops::{DevKind, GreedyDev};
+    if cfg.mode != Mode::Greedy {
+        return Ok(None);
+    }
+    let (kind, floor, nonpos) = match m {
+        Method::Mmr => (DevKind::Mmr { lambda }, None, true),
+        Method::Grn => (
+            DevKind::Grn {
+                eps: cfg.residual_eps,
+            },
+            Some(cfg.residual_eps),
+            false,
+        ),
+        Method::Dpp => (
+            DevKind::Dpp {
+                eps: cfg.residual_eps,
+            },
+            Some(cfg.residual_eps),
+            false,
+        ),
+        Method::Centroid => (DevKind::Centroid, Some(presets::CENTROID_NOISE_FLOOR), false),
+        Method::Coverage if n <= cfg.coverage_dense_max => (DevKind::Coverage, None, false),
+        _ => return Ok(None),
+    };
+    let dev = crate::backend::cuda::device(ord)?;
+    let budget_costs: Option<Vec<f64>> = lim
+        .token_budget
+        .map(|_| lim.costs.map_or_else(|| vec![1.0; n], <[f64]>::to_vec));
+    let cov_costs = if m == Method::Coverage { inp.costs } else { None };
+    let mut g = GreedyDev::new(
+        dev,
+        kind,
+        d.e.as_slice(),
+        d.e.dim(),
+        &d.inv,
+        d.rel.as_deref(),
+        budget_costs.as_deref(),
+        cov_costs,
+    )?;
+    let (selected, gains, stop) = driver::greedy_device(&mut g, n, inp.retained, lim, floor, nonpos)?;
+    Ok(Some(Outcome {
+        selected,
+        gains,
+        stop: Some(stop),
+    }))
 }
 
 struct Outcome {

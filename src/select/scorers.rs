@@ -153,6 +153,27 @@ impl<'a> Grn<'a> {
     }
 }
 
+/// The unit vector `row · inv` orthogonalised against `basis` by modified Gram–Schmidt,
+/// applied twice, normalised; `None` when its squared residual is at most `eps` (a
+/// direction already in the span adds nothing). Both backends extend GRN's basis with it.
+pub(crate) fn orthonormal_extension(row: &[f32], inv: f64, basis: &[Vec<f64>], eps: f64) -> Option<Vec<f64>> {
+    let mut v: Vec<f64> = row.iter().map(|&a| f64::from(a) * inv).collect();
+    for _ in 0..2 {
+        for u in basis {
+            let p: f64 = v.iter().zip(u).map(|(a, b)| a * b).sum();
+            cpu::axpy(-p, u, &mut v);
+        }
+    }
+    let nn: f64 = v.iter().map(|a| a * a).sum();
+    if nn > eps {
+        let s = 1.0 / nn.sqrt();
+        v.iter_mut().for_each(|a| *a *= s);
+        Some(v)
+    } else {
+        None
+    }
+}
+
 /// Squared residual against the first `upto` basis vectors.
 pub(crate) struct Resid {
     r: f64,
@@ -174,19 +195,7 @@ impl Scorer for Grn<'_> {
         c.r.max(0.0)
     }
     fn add(&mut self, x: usize, _: &Resid) {
-        let inv = self.d.inv[x];
-        let mut v: Vec<f64> = self.d.e.row(x).iter().map(|&a| f64::from(a) * inv).collect();
-        for _ in 0..2 {
-            for u in &self.basis {
-                let p: f64 = v.iter().zip(u).map(|(a, b)| a * b).sum();
-                cpu::axpy(-p, u, &mut v);
-            }
-        }
-        let nn: f64 = v.iter().map(|a| a * a).sum();
-        // A direction already in the span adds nothing to the basis.
-        if nn > self.eps {
-            let s = 1.0 / nn.sqrt();
-            v.iter_mut().for_each(|a| *a *= s);
+        if let Some(v) = orthonormal_extension(self.d.e.row(x), self.d.inv[x], &self.basis, self.eps) {
             self.basis.push(v);
         }
     }

@@ -1,0 +1,115 @@
+// Gram blocks: row norms, the kernel epilogue over a GEMM output (cuBLAS does the
+// product for large pools), and a tiled Gram with the epilogue fused for many pools in
+// one launch (blockIdx.z = pool). Inputs f32, f16 or bf16; accumulation in f32.
+#include "common.cuh"
+
+// inv[i] = 1 / ||x_i|| (one warp per row).
+template <class L>
+__device__ void row_inv_norms(const typename L::T* x, long long n, int d, float* inv) {
+    long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (row >= n) return;
+    int lane = threadIdx.x & 31;
+    float acc = 0.0f;
+    for (int k = lane; k < d; k += 32) {
+        float v = L::ld(x, row * d + k);
+        acc = fmaf(v, v, acc);
+    }
+    acc = ctx_warp_sum(acc);
+    if (lane == 0) inv[row] = rsqrtf(acc);
+}
+extern "C" __global__ void row_inv_norms_f32(const float* x, long long n, int d, float* inv) {
+    row_inv_norms<LdF32>(x, n, d, inv);
+}
+extern "C" __global__ void row_inv_norms_f16(const unsigned short* x, long long n, int d, float* inv) {
+    row_inv_norms<LdF16>(x, n, d, inv);
+}
+extern "C" __global__ void row_inv_norms_bf16(const unsigned short* x, long long n, int d, float* inv) {
+    row_inv_norms<LdBF16>(x, n, d, inv);
+}
+
+// g[i * ld + j] = K(g[i * ld + j] * rinv[i] * cinv[j]) for i < rows, j < cols.
+extern "C" __global__ void gram_epilogue_f32(float* g, long long rows, long long cols, long long ld,
+                                             const float* rinv, const float* cinv, int kind, float p) {
+    long long total = rows * cols;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (long long)gridDim.x * blockDim.x) {
+        long long i = e / cols, j = e - i * cols;
+        long long at = i * ld + j;
+        g[at] = ctx_kernel(g[at] * rinv[i] * cinv[j], kind, p);
+    }
+}
+
+// Tiled Gram of many pools. Pool b has rows [row0[b], row0[b] + np[b]) of x (row-major,
+// d columns); its np x np output starts at out + out0[b]. 64 x 64 output tile per block,
+// 256 threads, 4 x 4 outputs each, k in chunks of 16 through shared memory.
+#define GT 64
+#define GK 16
+template <class L>
+__device__ void gram_tiled(const typename L::T* x, const int* np, const long long* row0,
+                           const long long* out0, int d, const float* inv, int kind, float p, float* out) {
+    __shared__ float as[GK][GT + 1];
+    __shared__ float bs[GK][GT + 1];
+    int b = blockIdx.z;
+    int n = np[b];
+    int ti = blockIdx.y * GT, tj = blockIdx.x * GT;
+    if (ti >= n || tj >= n) return;
+    long long r0 = row0[b];
+    int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    // Loader: thread t fills rows t / 4 and k-slots (t % 4) * 4 .. + 4 of both tiles.
+    int lr = threadIdx.x >> 2, lk = (threadIdx.x & 3) * 4;
+    float acc[4][4];
+    for (int a = 0; a < 4; ++a)
+        for (int c = 0; c < 4; ++c) acc[a][c] = 0.0f;
+    for (int k0 = 0; k0 < d; k0 += GK) {
+        for (int u = 0; u < 4; ++u) {
+            int k = k0 + lk + u;
+            int ri = ti + lr, rj = tj + lr;
+            as[lk + u][lr] = (ri < n && k < d) ? L::ld(x, (r0 + ri) * d + k) : 0.0f;
+            bs[lk + u][lr] = (rj < n && k < d) ? L::ld(x, (r0 + rj) * d + k) : 0.0f;
+        }
+        __syncthreads();
+        for (int kk = 0; kk < GK; ++kk) {
+            float av[4], bv[4];
+            for (int a = 0; a < 4; ++a) av[a] = as[kk][ty + 16 * a];
+            for (int c = 0; c < 4; ++c) bv[c] = bs[kk][tx + 16 * c];
+            for (int a = 0; a < 4; ++a)
+                for (int c = 0; c < 4; ++c) acc[a][c] = fmaf(av[a], bv[c], acc[a][c]);
+        }
+        __syncthreads();
+    }
+    float* o = out + out0[b];
+    for (int a = 0; a < 4; ++a) {
+        int i = ti + ty + 16 * a;
+        if (i >= n) continue;
+        float ri = inv[r0 + i];
+        for (int c = 0; c < 4; ++c) {
+            int j = tj + tx + 16 * c;
+            if (j < n) o[(long long)i * n + j] = ctx_kernel(acc[a][c] * ri * inv[r0 + j], kind, p);
+        }
+    }
+}
+extern "C" __global__ void gram_tiled_f32(const float* x, const int* np, const long long* row0,
+                                          const long long* out0, int d, const float* inv, int kind, float p,
+                                          float* out) {
+    gram_tiled<LdF32>(x, np, row0, out0, d, inv, kind, p, out);
+}
+extern "C" __global__ void gram_tiled_f16(const unsigned short* x, const int* np, const long long* row0,
+                                          const long long* out0, int d, const float* inv, int kind, float p,
+                                          float* out) {
+    gram_tiled<LdF16>(x, np, row0, out0, d, inv, kind, p, out);
+}
+extern "C" __global__ void gram_tiled_bf16(const unsigned short* x, const int* np, const long long* row0,
+                                           const long long* out0, int d, const float* inv, int kind, float p,
+                                           float* out) {
+    gram_tiled<LdBF16>(x, np, row0, out0, d, inv, kind, p, out);
+}
+
+// Facility-location similarity from a cosine Gram: s[i][j] = max(0, w[i] * s[i][j]).
+extern "C" __global__ void weight_rows_pos_f32(float* s, long long n, const float* w) {
+    long long total = n * n;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (long long)gridDim.x * blockDim.x) {
+        long long i = e / n;
+        s[e] = fmaxf(w[i] * s[e], 0.0f);
+    }
+}

@@ -1,0 +1,227 @@
+// Per-step updates of the greedy selectors (SPEC §1) over device-resident state, each
+// fused with the masked argmax of the new gains: one launch per greedy step (two for DPP,
+// centroid drift and coverage), one 16-byte result read back. Pool rows are
+// unit-normalised f32, row-major; `inv` holds the exact inverse norms of those unit rows
+// (the CPU path's `Dense::inv`, f64). Products and sums are f64, as on the CPU.
+//
+// Every step kernel takes the previous pick `p` (-1 for none), marks it taken
+// (alive[p] = 0), updates the state of every row, and reduces the gains of the open rows
+// (alive, and within the remaining token budget when `cost` is given) to
+// out = {best gain, its index or -1} with ctx_grid_argmax (pv/pi: one slot per block;
+// `ticket` zero between launches). No thread returns before that reduction.
+#include "common.cuh"
+
+// One warp per row: the row of this thread's warp, or -1 past the end (uniform per warp).
+__device__ __forceinline__ long long ctx_warp_row(long long n) {
+    long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    return row < n ? row : -1;
+}
+
+// out[i] = K(<x_i, y> * inv[i] * yinv) (f32): a kernel row (GP observations). One warp
+// per row.
+extern "C" __global__ void kernel_row_f32(const float* x, long long n, int d, const float* y, const float* inv,
+                                          float yinv, int kind, float p, float* out) {
+    long long i = ctx_warp_row(n);
+    if (i < 0) return;
+    float s = ctx_warp_dot(x + i * d, y, d);
+    if ((threadIdx.x & 31) == 0) out[i] = ctx_kernel(s * inv[i] * yinv, kind, p);
+}
+
+// out[i] = cos(i, p) = <x_i, x_p> inv[i] inv[p], in f64. One warp per row.
+extern "C" __global__ void cos_to_row_f64(const float* x, long long n, int d, long long p, const double* inv,
+                                          double* out) {
+    long long i = ctx_warp_row(n);
+    if (i < 0) return;
+    double s = ctx_warp_dot_d(x + i * d, x + p * d, d);
+    if ((threadIdx.x & 31) == 0) out[i] = s * inv[i] * inv[p];
+}
+
+// MMR: maxsim[i] = max(maxsim[i], cos(i, p)); gain = lam rel[i] - (1 - lam) maxsim[i]
+// (the max term is 0 while nothing is picked: maxsim starts at -inf).
+extern "C" __global__ void mmr_step_f64(const float* x, long long n, int d, long long p, const double* inv,
+                                        const double* rel, double lam, double* maxsim, unsigned char* alive,
+                                        const double* cost, double remaining, double* pv, long long* pi,
+                                        unsigned int* ticket, double* out) {
+    long long i = ctx_warp_row(n);
+    double g = 0.0;
+    long long cand = -1;
+    if (i >= 0) {
+        double m = maxsim[i];
+        if (p >= 0) m = fmax(m, ctx_warp_dot_d(x + i * d, x + p * d, d) * inv[i] * inv[p]);
+        if ((threadIdx.x & 31) == 0) {
+            maxsim[i] = m;
+            if (i == p) alive[i] = 0;
+            if (ctx_open(alive, cost, remaining, i)) {
+                double red = m > CTX_NEG_INF_D ? m : 0.0;
+                g = lam * rel[i] - (1.0 - lam) * red;
+                cand = i;
+            }
+        }
+    }
+    ctx_grid_argmax(g, cand, pv, pi, ticket, out);
+}
+
+// GRN: r[i] -= (<x_i, u> inv[i])^2 for a new orthonormal basis vector u (f64; none: 0);
+// gain = max(r[i], 0).
+extern "C" __global__ void grn_step_f64(const float* x, long long n, int d, long long p, const double* u,
+                                        const double* inv, double* r, unsigned char* alive, const double* cost,
+                                        double remaining, double* pv, long long* pi, unsigned int* ticket,
+                                        double* out) {
+    long long i = ctx_warp_row(n);
+    double g = 0.0;
+    long long cand = -1;
+    if (i >= 0) {
+        double ri = r[i];
+        if (u != 0) {
+            double q = ctx_warp_dot_fd(x + i * d, u, d) * inv[i];
+            ri -= q * q;
+        }
+        if ((threadIdx.x & 31) == 0) {
+            r[i] = ri;
+            if (i == p) alive[i] = 0;
+            if (ctx_open(alive, cost, remaining, i)) {
+                g = fmax(ri, 0.0);
+                cand = i;
+            }
+        }
+    }
+    ctx_grid_argmax(g, cand, pv, pi, ticket, out);
+}
+
+// DPP (Chen et al. 2018), second launch of a step; `s` holds cos(i, p) from
+// cos_to_row_f64. e_i = (w_i w_p s_i - <c_p, c_i>) / sqrt(d2[p]); c_i[t] = e_i;
+// d2[i] -= e_i^2; gain = max(d2[i], 0). The factor is stored by pick: C[u * n + i].
+// Row p's d2 is left as it is (p is taken), so every thread reads the same pivot.
+// p < 0: only the argmax of the current gains. One thread per row.
+extern "C" __global__ void dpp_step_f64(long long n, long long p, int t, const double* s, const double* w,
+                                        double* c, double* d2, unsigned char* alive, const double* cost,
+                                        double remaining, double* pv, long long* pi, unsigned int* ticket,
+                                        double* out) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    double g = 0.0;
+    long long cand = -1;
+    if (i < n) {
+        double di = d2[i];
+        if (p >= 0) {
+            double piv = sqrt(d2[p]);
+            double lxp = w[i] == 0.0 ? 0.0 : w[i] * w[p] * s[i];
+            double proj = 0.0;
+            for (int k = 0; k < t; ++k) proj += c[(long long)k * n + p] * c[(long long)k * n + i];
+            double e = (lxp - proj) / piv;
+            c[(long long)t * n + i] = e;
+            if (i != p) {
+                di -= e * e;
+                d2[i] = di;
+            } else {
+                alive[i] = 0;
+            }
+        }
+        if (ctx_open(alive, cost, remaining, i)) {
+            g = fmax(di, 0.0);
+            cand = i;
+        }
+    }
+    ctx_grid_argmax(g, cand, pv, pi, ticket, out);
+}
+
+// Centroid drift, first launch of a step: ss += 2 sd[p] + 1 (S = sum of the picked unit
+// rows; sd[i] = <S, x_i> before p's own row is added).
+extern "C" __global__ void centroid_pre_f64(const double* sd, long long p, double* ss) {
+    if (blockIdx.x == 0 && threadIdx.x == 0 && p >= 0) ss[0] += 2.0 * sd[p] + 1.0;
+}
+
+// Centroid drift, second launch: sd[i] += cos(i, p); gain = 1 - cos(S, S + x_i)
+// = 1 - (ss + sd) / (sqrt(ss) sqrt(ss + 2 sd + 1)); 1 when a norm is 0, in particular
+// while nothing is picked (SPEC §1: a cosine with a zero vector counts as 0).
+extern "C" __global__ void centroid_step_f64(const float* x, long long n, int d, long long p, const double* inv,
+                                             double* sd, const double* ss, unsigned char* alive,
+                                             const double* cost, double remaining, double* pv, long long* pi,
+                                             unsigned int* ticket, double* out) {
+    long long i = ctx_warp_row(n);
+    double g = 0.0;
+    long long cand = -1;
+    if (i >= 0) {
+        double sdi = sd[i];
+        if (p >= 0) sdi += ctx_warp_dot_d(x + i * d, x + p * d, d) * inv[i] * inv[p];
+        if ((threadIdx.x & 31) == 0) {
+            sd[i] = sdi;
+            if (i == p) alive[i] = 0;
+            if (ctx_open(alive, cost, remaining, i)) {
+                double s = ss[0];
+                double ns = sqrt(fmax(s, 0.0));
+                double nsx = sqrt(fmax(s + 2.0 * sdi + 1.0, 0.0));
+                g = (ns != 0.0 && nsx != 0.0) ? 1.0 - (s + sdi) / (ns * nsx) : 1.0;
+                cand = i;
+            }
+        }
+    }
+    ctx_grid_argmax(g, cand, pv, pi, ticket, out);
+}
+
+// Facility location, first launch of a step: cur[j] = max(cur[j], s[p][j]); alive[p] = 0.
+extern "C" __global__ void cov_add_f32(const float* s, long long n, long long p, float* cur,
+                                       unsigned char* alive) {
+    long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n || p < 0) return;
+    cur[j] = fmaxf(cur[j], s[p * n + j]);
+    if (j == p) alive[p] = 0;
+}
+
+// Facility location, second launch: gain of row x = sum_j max(0, s[x][j] - cur[j]) / cost
+// (differences in f32 as on the CPU, summed in f64), one warp per row.
+extern "C" __global__ void cov_gains_f32(const float* s, long long n, const float* cur, const double* gcost,
+                                         const unsigned char* alive, const double* cost, double remaining,
+                                         double* pv, long long* pi, unsigned int* ticket, double* out) {
+    long long x = ctx_warp_row(n);
+    double g = 0.0;
+    long long cand = -1;
+    if (x >= 0 && ctx_open(alive, cost, remaining, x)) {
+        double acc = 0.0;
+        const float* row = s + x * n;
+        for (long long j = threadIdx.x & 31; j < n; j += 32) acc += (double)fmaxf(row[j] - cur[j], 0.0f);
+        acc = ctx_warp_sum_d(acc);
+        if ((threadIdx.x & 31) == 0) {
+            g = gcost == 0 ? acc : acc / gcost[x];
+            cand = x;
+        }
+    }
+    ctx_grid_argmax(g, cand, pv, pi, ticket, out);
+}
+
+// Masked argmax of a gain vector: the largest open g[i], ties to the lower index.
+extern "C" __global__ void argmax_masked_f64(const double* g, long long n, const unsigned char* alive,
+                                             const double* cost, double remaining, double* pv, long long* pi,
+                                             unsigned int* ticket, double* out) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    bool open = i < n && ctx_open(alive, cost, remaining, i);
+    ctx_grid_argmax(open ? g[i] : 0.0, open ? i : -1, pv, pi, ticket, out);
+}
+
+// MMR over many pools of n rows each, one launch per step for all of them: pool b owns
+// rows [b n, (b + 1) n) and keys[b]; p[b] is its previous pick (-1 none yet, -2 done:
+// the pool is skipped). Same arithmetic as mmr_step_f32.
+extern "C" __global__ void mmr_step_batched_f32(const float* x, int pools, long long n, int d, const long long* p,
+                                                const float* inv, const float* rel, float lam, float* maxsim,
+                                                unsigned char* alive, unsigned long long* keys,
+                                                unsigned long long* keys_reset) {
+    long long g = ctx_warp_row((long long)pools * n);
+    if (g < 0) return;
+    long long b = g / n, i = g - b * n;
+    int lane = threadIdx.x & 31;
+    if (i == 0 && lane == 0) keys_reset[b] = 0ull;
+    long long pb = p[b];
+    if (pb == -2) return;
+    float m = maxsim[g];
+    if (pb >= 0) {
+        long long q = b * n + pb;
+        float s = ctx_warp_dot(x + g * d, x + q * d, d) * inv[g] * inv[q];
+        m = fmaxf(m, s);
+    }
+    if (lane != 0) return;
+    maxsim[g] = m;
+    if (i == pb) alive[g] = 0;
+    if (!alive[g]) return;
+    float red = (pb >= 0 || m > CTX_NEG_INF_F) ? m : 0.0f;
+    float gain = lam * rel[g] - (1.0f - lam) * red;
+    atomicMax(keys + b, ctx_pack(gain, (unsigned int)i));
+}
