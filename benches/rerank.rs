@@ -1,5 +1,7 @@
 //! BoundaryMORPH at the size: N = 10,000, d = 1,024, k = 100, B = 100 and 500;
-//! the kernel build is excluded (built once), the oracle is precomputed scores.
+//! the kernel build is excluded (built once), the oracle is precomputed scores. A `cuda`
+//! group runs the same with the GP's pool-sized updates on the GPU when `Backend::auto`
+//! finds one.
 //! Run: `cargo bench --bench rerank && python3 benches/medians.py`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -39,6 +41,27 @@ fn benches(c: &mut Criterion) {
             },
         );
     }
+    g.finish();
+    let sel = ctxprune::Backend::auto();
+    if sel.backend == ctxprune::Backend::Cpu {
+        eprintln!(
+            "cuda benches skipped: {}",
+            sel.reason.as_deref().unwrap_or("no GPU")
+        );
+        return;
+    }
+    let mut g = c.benchmark_group("cuda");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    g.bench_function("boundary_morph_n10000_k100/500", |b| {
+        b.iter(|| {
+            let mut o = Precomputed::new(scores.clone(), 500).unwrap();
+            let mut cfg = RerankConfig::new(Method::BoundaryMorph, 500, 100);
+            cfg.backend = sel.backend.clone();
+            black_box(rerank(&cfg, &dk, &mut o).unwrap())
+        })
+    });
     g.finish();
 }
 

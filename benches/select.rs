@@ -1,6 +1,9 @@
-//! Criterion benchmarks of the Gram and every scorer on the CPU backend (the CUDA rows
-//! arrive with the CUDA backend). Sizes are the issue's: N = 10,000, d = 1,024 (facility
-//! location: N = 2,000). Run: `cargo bench --bench select && python3 benches/medians.py`.
+//! Criterion benchmarks of the Gram and every scorer on the CPU backend, and the same
+//! workloads on CUDA when `Backend::auto` finds a GPU (group `cuda`; every CUDA call ends
+//! with its results on the host, so the device is synchronised inside the timing). Sizes
+//! are the issue's: N = 10,000, d = 1,024 (facility location: N = 2,000). Run:
+//! `cargo bench --bench select && python3 benches/medians.py`. The device-resident
+//! timings (no copies back) are `ctxprune gpu-check`'s table.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use ctxprune::demo::synthetic_pool;
@@ -105,6 +108,52 @@ fn benches(c: &mut Criterion) {
             )
         })
     });
+    g.finish();
+    cuda(c, &big, &unit);
+}
+
+/// The CUDA rows: skipped, with the reason printed, when no GPU is usable.
+fn cuda(c: &mut Criterion, big: &ctxprune::demo::Pool, unit: &ctxprune::Embeddings) {
+    let sel = ctxprune::Backend::auto();
+    if sel.backend == ctxprune::Backend::Cpu {
+        eprintln!(
+            "cuda benches skipped: {}",
+            sel.reason.as_deref().unwrap_or("no GPU")
+        );
+        return;
+    }
+    let b = sel.backend;
+    let mut g = c.benchmark_group("cuda");
+    g.sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    let vmf = Kernel::Vmf { kappa: 10.0 };
+    g.bench_function("gram_cos_vmf_n10000_d1024_to_host", |bch| {
+        bch.iter(|| black_box(ctxprune::similarity::gram_on(&big.embeddings, vmf, &b).unwrap()))
+    });
+    let inp = Inputs {
+        embeddings: Some(unit),
+        query: Some(&big.query),
+        costs: Some(&big.costs),
+        ..Inputs::default()
+    };
+    for m in [Method::Mmr, Method::Dpp, Method::Grn, Method::Centroid] {
+        g.bench_with_input(
+            BenchmarkId::new("greedy_k100_n10000_d1024_with_upload", m.name()),
+            &m,
+            |bch, &m| {
+                bch.iter(|| {
+                    black_box(
+                        select(
+                            &SelectConfig::new(m).k(100).threshold(-1.0).backend(b.clone()),
+                            &inp,
+                        )
+                        .unwrap(),
+                    )
+                })
+            },
+        );
+    }
     g.finish();
 }
 
