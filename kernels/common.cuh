@@ -40,7 +40,9 @@ struct LdBF16 {
 // The similarity kernels of src/similarity.rs, on a cosine `c` (clamped to [-1, 1]).
 // kind 0 cosine; 1 vMF exp(p (c - 1)), p = kappa; 2 RBF exp(-(1 - c) p), p = 1 / l2;
 // 3 Matern-5/2 with t = sqrt(5 (1 - c) p), p = 2 / l2: (1 + t + t^2 / 3) exp(-t).
+// kind -1: the raw value, unclamped (plain dot products).
 __device__ __forceinline__ float ctx_kernel(float c, int kind, float p) {
+    if (kind < 0) return c;
     c = fminf(fmaxf(c, -1.0f), 1.0f);
     if (kind == 1) return expf(p * (c - 1.0f));
     if (kind == 2) return expf(-(1.0f - c) * p);

@@ -27,15 +27,16 @@ extern "C" __global__ void row_inv_norms_bf16(const unsigned short* x, long long
     row_inv_norms<LdBF16>(x, n, d, inv);
 }
 
-// g[i * ld + j] = K(g[i * ld + j] * rinv[i] * cinv[j]) for i < rows, j < cols.
+// g[i * ld + j] = K(g[i * ld + j] * rinv[i] * cinv[j]) for i < rows, j < cols. Rows over
+// blockIdx.y (strided), columns over x: no 64-bit division per element.
 extern "C" __global__ void gram_epilogue_f32(float* g, long long rows, long long cols, long long ld,
                                              const float* rinv, const float* cinv, int kind, float p) {
-    long long total = rows * cols;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += (long long)gridDim.x * blockDim.x) {
-        long long i = e / cols, j = e - i * cols;
-        long long at = i * ld + j;
-        g[at] = ctx_kernel(g[at] * rinv[i] * cinv[j], kind, p);
+    for (long long i = blockIdx.y; i < rows; i += gridDim.y) {
+        float ri = rinv[i];
+        float* gi = g + i * ld;
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < cols;
+             j += (long long)gridDim.x * blockDim.x)
+            gi[j] = ctx_kernel(gi[j] * ri * cinv[j], kind, p);
     }
 }
 
@@ -105,11 +106,13 @@ extern "C" __global__ void gram_tiled_bf16(const unsigned short* x, const int* n
 }
 
 // Facility-location similarity from a cosine Gram: s[i][j] = max(0, w[i] * s[i][j]).
+// Rows over blockIdx.y (strided), columns over x.
 extern "C" __global__ void weight_rows_pos_f32(float* s, long long n, const float* w) {
-    long long total = n * n;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += (long long)gridDim.x * blockDim.x) {
-        long long i = e / n;
-        s[e] = fmaxf(w[i] * s[e], 0.0f);
+    for (long long i = blockIdx.y; i < n; i += gridDim.y) {
+        float wi = w[i];
+        float* si = s + i * n;
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n;
+             j += (long long)gridDim.x * blockDim.x)
+            si[j] = fmaxf(wi * si[j], 0.0f);
     }
 }

@@ -168,7 +168,7 @@ extern "C" __global__ void cov_add_f32(const float* s, long long n, long long p,
 }
 
 // Facility location, second launch: gain of row x = sum_j max(0, s[x][j] - cur[j]) / cost
-// (differences in f32 as on the CPU, summed in f64), one warp per row.
+// (differences and sum in f64, as on the CPU), one warp per row.
 extern "C" __global__ void cov_gains_f32(const float* s, long long n, const float* cur, const double* gcost,
                                          const unsigned char* alive, const double* cost, double remaining,
                                          double* pv, long long* pi, unsigned int* ticket, double* out) {
@@ -178,7 +178,7 @@ extern "C" __global__ void cov_gains_f32(const float* s, long long n, const floa
     if (x >= 0 && ctx_open(alive, cost, remaining, x)) {
         double acc = 0.0;
         const float* row = s + x * n;
-        for (long long j = threadIdx.x & 31; j < n; j += 32) acc += (double)fmaxf(row[j] - cur[j], 0.0f);
+        for (long long j = threadIdx.x & 31; j < n; j += 32) acc += fmax((double)row[j] - (double)cur[j], 0.0);
         acc = ctx_warp_sum_d(acc);
         if ((threadIdx.x & 31) == 0) {
             g = gcost == 0 ? acc : acc / gcost[x];
@@ -199,10 +199,11 @@ extern "C" __global__ void argmax_masked_f64(const double* g, long long n, const
 
 // MMR over many pools of n rows each, one launch per step for all of them: pool b owns
 // rows [b n, (b + 1) n) and keys[b]; p[b] is its previous pick (-1 none yet, -2 done:
-// the pool is skipped). Same arithmetic as mmr_step_f32.
-extern "C" __global__ void mmr_step_batched_f32(const float* x, int pools, long long n, int d, const long long* p,
-                                                const float* inv, const float* rel, float lam, float* maxsim,
-                                                unsigned char* alive, unsigned long long* keys,
+// the pool is skipped). Products and gains in f64 as in mmr_step_f64; the argmax packs
+// each gain rounded to f32 with its index into one 64-bit atomicMax per pool.
+extern "C" __global__ void mmr_step_batched_f64(const float* x, int pools, long long n, int d, const long long* p,
+                                                const double* inv, const double* rel, double lam,
+                                                double* maxsim, unsigned char* alive, unsigned long long* keys,
                                                 unsigned long long* keys_reset) {
     long long g = ctx_warp_row((long long)pools * n);
     if (g < 0) return;
@@ -211,17 +212,16 @@ extern "C" __global__ void mmr_step_batched_f32(const float* x, int pools, long 
     if (i == 0 && lane == 0) keys_reset[b] = 0ull;
     long long pb = p[b];
     if (pb == -2) return;
-    float m = maxsim[g];
+    double m = maxsim[g];
     if (pb >= 0) {
         long long q = b * n + pb;
-        float s = ctx_warp_dot(x + g * d, x + q * d, d) * inv[g] * inv[q];
-        m = fmaxf(m, s);
+        m = fmax(m, ctx_warp_dot_d(x + g * d, x + q * d, d) * inv[g] * inv[q]);
     }
     if (lane != 0) return;
     maxsim[g] = m;
     if (i == pb) alive[g] = 0;
     if (!alive[g]) return;
-    float red = (pb >= 0 || m > CTX_NEG_INF_F) ? m : 0.0f;
-    float gain = lam * rel[g] - (1.0f - lam) * red;
-    atomicMax(keys + b, ctx_pack(gain, (unsigned int)i));
+    double red = m > CTX_NEG_INF_D ? m : 0.0;
+    double gain = lam * rel[g] - (1.0 - lam) * red;
+    atomicMax(keys + b, ctx_pack((float)gain, (unsigned int)i));
 }

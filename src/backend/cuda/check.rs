@@ -341,7 +341,9 @@ fn selectors(dev: &Arc<Device>, rng: &mut Rng, rep: &mut Report) -> Result<()> {
     let (pools, pn, pd, k) = (33, 101, 29, 9);
     let (rows, inv, rel, refs) = batched_problem(pools, pn, pd, rng)?;
     let got = ops::MmrBatched::new(dev.clone(), &rows, &inv, &rel, pools, pn, pd)?.run(0.5, k)?;
-    let mut ok = true;
+    // Its argmax compares gains rounded to f32: a divergence is accepted only where the
+    // two picks' gains are equal at that resolution (a near-tie), and reported.
+    let (mut bad, mut near) = (Vec::new(), 0);
     for (b, (e, q)) in refs.iter().enumerate() {
         let cfg = SelectConfig::new(Method::Mmr).lambda(0.5).k(k);
         let inp = Inputs {
@@ -349,14 +351,28 @@ fn selectors(dev: &Arc<Device>, rng: &mut Rng, rep: &mut Report) -> Result<()> {
             query: Some(q),
             ..Inputs::default()
         };
-        let want = select(&cfg, &inp)?.selected;
+        let want = select(&cfg, &inp)?;
         let have: Vec<usize> = got[b].iter().map(|p| p.0).collect();
-        ok &= want == have;
+        if want.selected == have {
+            continue;
+        }
+        let s = want
+            .selected
+            .iter()
+            .zip(&have)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let tie = s < want.gains.len() && s < got[b].len() && (want.gains[s] as f32) == (got[b][s].1 as f32);
+        if tie {
+            near += 1;
+        } else {
+            bad.push(format!("pool {b}: {:?} vs {have:?}", want.selected));
+        }
     }
     rep.same(
-        &format!("MMR batched, {pools} pools of {pn}, k={k}: same picks as select"),
-        ok,
-        "picks differ",
+        &format!("MMR batched, {pools} pools of {pn}, k={k}: same picks as select ({near} f32 near-ties)"),
+        bad.is_empty(),
+        &bad.join("; "),
     );
     Ok(())
 }
@@ -577,7 +593,7 @@ fn timings(dev: &Arc<Device>, rng: &mut Rng) -> Result<()> {
             ms,
             &format!("<= {target} ms"),
             Some(ms <= target),
-            "one 8-byte read back per step",
+            "one 16-byte read back per step",
         );
     }
     let cpu_mmr = {

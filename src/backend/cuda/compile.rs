@@ -15,6 +15,11 @@ use crate::error::Result;
 use std::ffi::{CStr, CString};
 use std::path::PathBuf;
 
+/// NVRTC options besides the architecture (part of the PTX cache key). No implicit
+/// contraction of `a * b + c`: sums like `colsq += x * x` round as on the CPU; the
+/// products and dot products that want an FMA ask for one (`fmaf` / `fma`).
+pub const OPTIONS: [&str; 2] = ["--std=c++17", "--fmad=false"];
+
 /// One compiled kernel file.
 #[derive(Clone, Debug)]
 pub struct Compiled {
@@ -101,13 +106,8 @@ pub fn compile_file(file: &'static str, arch: &str) -> Result<Compiled> {
     let cname = CString::new(file).map_err(|_| err(format!("{file}: NUL byte in file name")))?;
     let prog = nv::create_program(&csrc, Some(&cname))
         .map_err(|e| err(format!("{file}: nvrtcCreateProgram failed: {e:?}")))?;
-    let opts = [
-        format!("--gpu-architecture={arch}"),
-        "--std=c++17".to_string(),
-        // No implicit contraction of a * b + c: sums like colsq += x * x round as on the
-        // CPU. The products and dot products that want an FMA ask for one (fmaf / fma).
-        "--fmad=false".to_string(),
-    ];
+    let mut opts = vec![format!("--gpu-architecture={arch}")];
+    opts.extend(OPTIONS.iter().map(|o| (*o).to_string()));
     // SAFETY: `prog` is a live program created above; the options are valid C strings
     // built by compile_program.
     let compiled = unsafe { nv::compile_program(prog, &opts) };
@@ -163,8 +163,9 @@ pub fn compile_all_cached(arch: &str) -> Result<Vec<Compiled>> {
     let path = |f: &str| {
         dir.as_ref().map(|d| {
             d.join(format!(
-                "{f}-{:016x}-{arch}-nvrtc{maj}.{min}.ptx",
-                sources::SOURCES_HASH
+                "{f}-{:016x}-{arch}-nvrtc{maj}.{min}-{}.ptx",
+                sources::SOURCES_HASH,
+                OPTIONS.join("").replace(['-', '=', '+'], "")
             ))
         })
     };

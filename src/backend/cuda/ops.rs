@@ -35,11 +35,12 @@ fn per_row(n: usize) -> LaunchConfig {
     per_elem(n.saturating_mul(32))
 }
 
-/// A grid-stride launch over `n` elements (at most 65,535 blocks).
-fn strided(n: usize) -> LaunchConfig {
-    let blocks = n.div_ceil(TPB as usize).clamp(1, 65_535) as u32;
+/// A `rows × cols` matrix: columns over x, rows over y (at most 65,535; kernels stride).
+fn matrix(rows: usize, cols: usize) -> LaunchConfig {
+    let bx = cols.div_ceil(TPB as usize).clamp(1, 65_535) as u32;
+    let by = rows.clamp(1, 65_535) as u32;
     LaunchConfig {
-        grid_dim: (blocks, 1, 1),
+        grid_dim: (bx, by, 1),
         block_dim: (TPB, 1, 1),
         shared_mem_bytes: 0,
     }
@@ -111,6 +112,9 @@ fn kernel_code(k: Kernel) -> (i32, f32) {
         Kernel::Matern52 { l2 } => (3, 2.0 / l2),
     }
 }
+
+/// The epilogue code of plain dot products (no clamping, no kernel).
+const RAW: (i32, f32) = (-1, 0.0);
 
 /// Element type of a pool on the device (products always accumulate in f32).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,7 +200,7 @@ fn epilogue(dev: &Device, g: &mut CudaSlice<f32>, inv: &CudaSlice<f32>, n: usize
     launch!(
         dev,
         "gram_epilogue_f32",
-        strided(n * n),
+        matrix(n, n),
         g,
         &rows,
         &cols,
@@ -250,8 +254,18 @@ pub fn gram_into<T: DeviceRepr>(
         }
         GramPath::Tiled => {
             let name = format!("gram_tiled_{}", pool.elem.parts().0);
-            tiled(dev, &name, &pool.x, &pool.inv, &[n], pool.d, k, g)
+            tiled(dev, &name, &pool.x, &pool.inv, &[n], pool.d, kernel_code(k), g)
         }
+    }
+}
+
+/// `g = X X^T` (`n × n`): cuBLAS when present, else the tiled kernel with no epilogue.
+fn dot_gram(dev: &Device, pool: &DevPool<f32>, g: &mut CudaSlice<f32>) -> Result<()> {
+    if dev.blas.is_some() {
+        gemm_raw(dev, pool, g)
+    } else {
+        let ones = dev.upload(&vec![1.0f32; pool.n])?;
+        tiled(dev, "gram_tiled_f32", &pool.x, &ones, &[pool.n], pool.d, RAW, g)
     }
 }
 
@@ -326,10 +340,9 @@ fn tiled<T: DeviceRepr>(
     inv: &CudaSlice<f32>,
     sizes: &[usize],
     d: usize,
-    k: Kernel,
+    (kind, p): (i32, f32),
     out: &mut CudaSlice<f32>,
 ) -> Result<()> {
-    let (kind, p) = kernel_code(k);
     let mut np = Vec::with_capacity(sizes.len());
     let mut row0 = Vec::with_capacity(sizes.len());
     let mut out0 = Vec::with_capacity(sizes.len());
@@ -400,7 +413,16 @@ pub fn gram_batched(dev: &Device, pools: &[&Embeddings], k: Kernel) -> Result<Ve
     let x = dev.upload(&rows)?;
     let inv = dev.upload(&inv)?;
     let mut out = dev.zeros::<f32>(total)?;
-    tiled(dev, "gram_tiled_f32", &x, &inv, &sizes, d, k, &mut out)?;
+    tiled(
+        dev,
+        "gram_tiled_f32",
+        &x,
+        &inv,
+        &sizes,
+        d,
+        kernel_code(k),
+        &mut out,
+    )?;
     let all = dev.download(&out)?;
     let mut res = Vec::with_capacity(sizes.len());
     let mut at = 0;
@@ -641,11 +663,14 @@ impl<'a> GreedyDev<'a> {
                 ss: dev.zeros::<f64>(1)?,
             },
             DevKind::Coverage => {
-                let mut sim = gram_dev(&dev, &pool, Kernel::Cosine, None)?;
+                // The unit rows' dot products as computed (the CPU's
+                // cosine_gram_computed_diag), then max(0, w_i s_ij).
+                let mut sim = dev.zeros::<f32>(n * n)?;
+                dot_gram(&dev, &pool, &mut sim)?;
                 let w: Vec<f32> = weights().iter().map(|&v| v as f32).collect();
                 let w = dev.upload(&w)?;
                 let nn = n as i64;
-                launch!(dev, "weight_rows_pos_f32", strided(n * n), &mut sim, &nn, &w)?;
+                launch!(dev, "weight_rows_pos_f32", matrix(n, n), &mut sim, &nn, &w)?;
                 State::Coverage {
                     sim,
                     cur: dev.zeros::<f32>(n)?,
@@ -904,8 +929,8 @@ pub fn unpack(key: u64) -> Option<(usize, f64)> {
 pub struct MmrBatched {
     dev: Arc<Device>,
     x: CudaSlice<f32>,
-    inv: CudaSlice<f32>,
-    rel: CudaSlice<f32>,
+    inv: CudaSlice<f64>,
+    rel: CudaSlice<f64>,
     pools: usize,
     n: usize,
     d: usize,
@@ -940,12 +965,10 @@ impl MmrBatched {
                 ),
             ));
         }
-        let inv32: Vec<f32> = inv.iter().map(|&v| v as f32).collect();
-        let rel32: Vec<f32> = rel.iter().map(|&v| v as f32).collect();
         Ok(MmrBatched {
             x: dev.upload(rows)?,
-            inv: dev.upload(&inv32)?,
-            rel: dev.upload(&rel32)?,
+            inv: dev.upload(inv)?,
+            rel: dev.upload(rel)?,
             dev,
             pools,
             n,
@@ -956,19 +979,14 @@ impl MmrBatched {
     /// Each pool's picks with their gains.
     pub fn run(&self, lambda: f64, k: usize) -> Result<Vec<Vec<(usize, f64)>>> {
         let (dev, pools, n) = (&self.dev, self.pools, self.n);
-        let mut maxsim = dev.zeros::<f32>(pools * n)?;
-        dev.fill(&mut maxsim, f32::NEG_INFINITY)?;
+        let mut maxsim = dev.zeros::<f64>(pools * n)?;
+        dev.fill(&mut maxsim, f64::NEG_INFINITY)?;
         let mut alive = dev.upload(&vec![1u8; pools * n])?;
         let keys = dev.zeros::<u64>(2 * pools)?;
         let mut p_host = vec![-1i64; pools];
         let mut p = dev.upload(&p_host)?;
         let mut out: Vec<Vec<(usize, f64)>> = vec![Vec::new(); pools];
-        let (pi, nn, di, lam) = (
-            to_i32(pools, "pools")?,
-            n as i64,
-            to_i32(self.d, "dim")?,
-            lambda as f32,
-        );
+        let (pi, nn, di, lam) = (to_i32(pools, "pools")?, n as i64, to_i32(self.d, "dim")?, lambda);
         let base = dev.ptr(&keys);
         for step in 0..k.min(n) {
             let slot = (step % 2) as u64;
@@ -978,7 +996,7 @@ impl MmrBatched {
             );
             launch!(
                 dev,
-                "mmr_step_batched_f32",
+                "mmr_step_batched_f64",
                 per_row(pools * n),
                 &self.x,
                 &pi,
