@@ -471,3 +471,23 @@ fn rerank_prints_the_documented_json_and_refuses_bad_input() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn kernels_and_gpu_check_refuse_cleanly() {
+    // A malformed architecture is named before any library is looked for.
+    for bad in ["sm_xx", "90", ","] {
+        let (code, out, err) = run(&["kernels", "--arch", bad]);
+        assert_ne!(code, 0, "--arch {bad}");
+        assert!(out.is_empty(), "--arch {bad}: {out}");
+        assert!(
+            err.contains("--arch") && err.trim().lines().count() == 1,
+            "--arch {bad}: {err}"
+        );
+    }
+    // Without a usable GPU the check fails (it never skips), saying why in one line.
+    if ctxprune::Backend::cuda(0).is_err() {
+        let (code, _, err) = run(&["gpu-check", "--no-timing"]);
+        assert_ne!(code, 0);
+        assert!(err.contains("cuda") && err.trim().lines().count() == 1, "{err}");
+    }
+}

@@ -874,6 +874,21 @@ fn run_mask(a: MaskArgs) -> Result<()> {
 fn run_kernels(a: KernelsArgs) -> Result<()> {
     use ctxprune::backend::cuda::compile;
     use std::io::Write as _;
+    let mut archs = Vec::new();
+    for arch in a.arch.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let num = arch
+            .strip_prefix("sm_")
+            .or_else(|| arch.strip_prefix("compute_"))
+            .filter(|n| {
+                let digits = n.chars().take_while(char::is_ascii_digit).count();
+                digits >= 2 && n[digits..].chars().all(|c| c.is_ascii_lowercase())
+            })
+            .ok_or_else(|| Error::invalid("--arch", format!("'{arch}' is not sm_XY or compute_XY")))?;
+        archs.push(num.to_string());
+    }
+    if archs.is_empty() {
+        return Err(Error::invalid("--arch", "no architecture given"));
+    }
     let mut so = std::io::stdout().lock();
     let (maj, min) = compile::nvrtc_version()?;
     let _ = writeln!(
@@ -885,12 +900,7 @@ fn run_kernels(a: KernelsArgs) -> Result<()> {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d.display().to_string(), e))?;
     }
     let mut dirty = Vec::new();
-    for arch in a.arch.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let num = arch
-            .strip_prefix("sm_")
-            .or_else(|| arch.strip_prefix("compute_"))
-            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric()))
-            .ok_or_else(|| Error::invalid("--arch", format!("'{arch}' is not sm_XY or compute_XY")))?;
+    for num in &archs {
         let target = format!("compute_{num}");
         for c in compile::compile_all(&target)? {
             let entries = c.entries();
