@@ -8,20 +8,20 @@ extern "C" __global__ void gp_col_f32(const float* v, long long n, int t, long l
     if (s < t) out[s] = v[(long long)s * n + j];
 }
 
-// Appends row t of V: x_i = (krow[i] - sum_s l[s] V[s][i]) / lnn, stored f32, and
-// colsq[i] += x_i^2, a[i] += urn x_i, b[i] += u1n x_i (f64). One thread per column.
+// Appends row t of V: x_i = (krow[i] - sum_s l[s] V[s][i]) / lnn, stored f32, and the
+// running sums (f64, one buffer: colsq = sums[0, n), a = sums[n, 2n), b = sums[2n, 3n))
+// colsq[i] += x_i^2, a[i] += urn x_i, b[i] += u1n x_i. One thread per column.
 extern "C" __global__ void gp_append_f32(float* v, long long n, int t, const double* l, const float* krow,
-                                         double lnn, double urn, double u1n, double* colsq, double* a,
-                                         double* b) {
+                                         double lnn, double urn, double u1n, double* sums) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     double acc = (double)krow[i];
     for (int s = 0; s < t; ++s) acc -= l[s] * (double)v[(long long)s * n + i];
     double x = acc / lnn;
     v[(long long)t * n + i] = (float)x;
-    colsq[i] += x * x;
-    a[i] += urn * x;
-    b[i] += u1n * x;
+    sums[i] += x * x;
+    sums[n + i] += urn * x;
+    sums[2 * n + i] += u1n * x;
 }
 
 // Posterior moments in oracle units: mean = (mu0 + m) + (a - m b), var = s^2 max(1 - colsq, 0).

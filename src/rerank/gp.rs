@@ -202,10 +202,7 @@ impl<'k, K: KernelRows> Gp<'k, K> {
         if let Some(dev) = self.dev.as_mut() {
             let krow: Vec<f32> = row.iter().map(|&v| v as f32).collect();
             dev.append(&krow, &l, lnn, urn, u1n)?;
-            let (cs, a, b) = dev.sums()?;
-            self.colsq = cs;
-            self.a = a;
-            self.b = b;
+            dev.sums_into(&mut self.colsq, &mut self.a, &mut self.b)?;
             self.scratch = row;
             self.finish_append(l, lnn, urn, u1n, o);
             return Ok(true);

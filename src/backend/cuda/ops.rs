@@ -1051,9 +1051,9 @@ pub struct GpDev {
     cap: usize,
     t: usize,
     v: CudaSlice<f32>,
-    colsq: CudaSlice<f64>,
-    a: CudaSlice<f64>,
-    b: CudaSlice<f64>,
+    /// `colsq`, `a`, `b` back to back (one copy to the host per observation).
+    sums: CudaSlice<f64>,
+    host_sums: Vec<f64>,
     krow: CudaSlice<f32>,
     l: CudaSlice<f64>,
     col: CudaSlice<f32>,
@@ -1065,9 +1065,8 @@ impl GpDev {
         let cap = 64.min(n.max(1));
         Ok(GpDev {
             v: dev.zeros::<f32>(cap * n)?,
-            colsq: dev.zeros::<f64>(n)?,
-            a: dev.zeros::<f64>(n)?,
-            b: dev.zeros::<f64>(n)?,
+            sums: dev.zeros::<f64>(3 * n)?,
+            host_sums: vec![0.0; 3 * n],
             krow: dev.zeros::<f32>(n)?,
             l: dev.zeros::<f64>(cap)?,
             col: dev.zeros::<f32>(cap)?,
@@ -1081,10 +1080,10 @@ impl GpDev {
     /// Clears every row (a refactorisation restarts from here).
     pub fn reset(&mut self) -> Result<()> {
         self.t = 0;
-        let s = &self.dev.stream;
-        s.memset_zeros(&mut self.colsq).map_err(drv("memset"))?;
-        s.memset_zeros(&mut self.a).map_err(drv("memset"))?;
-        s.memset_zeros(&mut self.b).map_err(drv("memset"))
+        self.dev
+            .stream
+            .memset_zeros(&mut self.sums)
+            .map_err(drv("memset"))
     }
 
     /// Column `j` of `V` (the rows appended so far), widened to f64.
@@ -1152,21 +1151,26 @@ impl GpDev {
             &lnn,
             &urn,
             &u1n,
-            &mut self.colsq,
-            &mut self.a,
-            &mut self.b
+            &mut self.sums
         )?;
         self.t += 1;
         Ok(())
     }
 
-    /// `colsq`, `a`, `b` copied to the host.
-    pub fn sums(&self) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
-        Ok((
-            self.dev.download(&self.colsq)?,
-            self.dev.download(&self.a)?,
-            self.dev.download(&self.b)?,
-        ))
+    /// `colsq`, `a`, `b` copied to the host (one copy), into slices of `n` each.
+    pub fn sums_into(&mut self, colsq: &mut [f64], a: &mut [f64], b: &mut [f64]) -> Result<()> {
+        let n = self.n;
+        if colsq.len() != n || a.len() != n || b.len() != n {
+            return Err(err("GP sums: output slices of the wrong length"));
+        }
+        self.dev
+            .stream
+            .memcpy_dtoh(&self.sums, &mut self.host_sums)
+            .map_err(drv("device-to-host copy"))?;
+        colsq.copy_from_slice(&self.host_sums[..n]);
+        a.copy_from_slice(&self.host_sums[n..2 * n]);
+        b.copy_from_slice(&self.host_sums[2 * n..]);
+        Ok(())
     }
 }
 
