@@ -200,8 +200,7 @@ impl<'k, K: KernelRows> Gp<'k, K> {
         let mut row = self.kernel_row(o.idx);
         #[cfg(feature = "cuda")]
         if let Some(dev) = self.dev.as_mut() {
-            let krow: Vec<f32> = row.iter().map(|&v| v as f32).collect();
-            dev.append(&krow, &l, lnn, urn, u1n)?;
+            dev.append(&row, &l, lnn, urn, u1n)?;
             dev.sums_into(&mut self.colsq, &mut self.a, &mut self.b)?;
             self.scratch = row;
             self.finish_append(l, lnn, urn, u1n, o);

@@ -1055,6 +1055,7 @@ pub struct GpDev {
     sums: CudaSlice<f64>,
     host_sums: Vec<f64>,
     krow: CudaSlice<f32>,
+    host_krow: Vec<f32>,
     l: CudaSlice<f64>,
     col: CudaSlice<f32>,
 }
@@ -1068,6 +1069,7 @@ impl GpDev {
             sums: dev.zeros::<f64>(3 * n)?,
             host_sums: vec![0.0; 3 * n],
             krow: dev.zeros::<f32>(n)?,
+            host_krow: vec![0.0; n],
             l: dev.zeros::<f64>(cap)?,
             col: dev.zeros::<f32>(cap)?,
             dev,
@@ -1110,9 +1112,10 @@ impl GpDev {
         Ok(c.into_iter().map(f64::from).collect())
     }
 
-    /// Appends row `t` of `V` from the new observation's kernel row `krow` (f32, `n`),
-    /// `l = L^{-1} k_A(new)`, pivot `lnn` and the scaled residual entries `urn`, `u1n`.
-    pub fn append(&mut self, krow: &[f32], l: &[f64], lnn: f64, urn: f64, u1n: f64) -> Result<()> {
+    /// Appends row `t` of `V` from the new observation's kernel row `krow` (`n` values of
+    /// an f32 kernel, sent as f32), `l = L^{-1} k_A(new)`, pivot `lnn` and the scaled
+    /// residual entries `urn`, `u1n`.
+    pub fn append(&mut self, krow: &[f64], l: &[f64], lnn: f64, urn: f64, u1n: f64) -> Result<()> {
         if krow.len() != self.n || l.len() != self.t {
             return Err(err("GP append: kernel row or l of the wrong length"));
         }
@@ -1128,9 +1131,13 @@ impl GpDev {
             self.col = self.dev.zeros::<f32>(new_cap)?;
             self.cap = new_cap;
         }
+        self.host_krow
+            .iter_mut()
+            .zip(krow)
+            .for_each(|(h, &v)| *h = v as f32);
         self.dev
             .stream
-            .memcpy_htod(krow, &mut self.krow)
+            .memcpy_htod(&self.host_krow, &mut self.krow)
             .map_err(drv("host-to-device copy"))?;
         if !l.is_empty() {
             self.dev
