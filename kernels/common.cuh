@@ -101,6 +101,11 @@ __device__ __forceinline__ double ctx_warp_dot_d(const float* x, const float* y,
     for (int k = threadIdx.x & 31; k < d; k += 32) acc = fma((double)x[k], (double)y[k], acc);
     return ctx_warp_sum_d(acc);
 }
+// cos(i, p) of two rows of the row-major pool x (d columns) with inverse norms inv, in f64.
+__device__ __forceinline__ double ctx_cos_rows(const float* x, int d, const double* inv, long long i,
+                                               long long p) {
+    return ctx_warp_dot_d(x + i * d, x + p * d, d) * inv[i] * inv[p];
+}
 // <x_row, u> for an f64 vector u (a GRN basis vector), in f64.
 __device__ __forceinline__ double ctx_warp_dot_fd(const float* x, const double* u, int d) {
     double acc = 0.0;

@@ -32,8 +32,8 @@ extern "C" __global__ void cos_to_row_f64(const float* x, long long n, int d, lo
                                           double* out) {
     long long i = ctx_warp_row(n);
     if (i < 0) return;
-    double s = ctx_warp_dot_d(x + i * d, x + p * d, d);
-    if ((threadIdx.x & 31) == 0) out[i] = s * inv[i] * inv[p];
+    double s = ctx_cos_rows(x, d, inv, i, p);
+    if ((threadIdx.x & 31) == 0) out[i] = s;
 }
 
 // MMR: maxsim[i] = max(maxsim[i], cos(i, p)); gain = lam rel[i] - (1 - lam) maxsim[i]
@@ -47,7 +47,7 @@ extern "C" __global__ void mmr_step_f64(const float* x, long long n, int d, long
     long long cand = -1;
     if (i >= 0) {
         double m = maxsim[i];
-        if (p >= 0) m = fmax(m, ctx_warp_dot_d(x + i * d, x + p * d, d) * inv[i] * inv[p]);
+        if (p >= 0) m = fmax(m, ctx_cos_rows(x, d, inv, i, p));
         if ((threadIdx.x & 31) == 0) {
             maxsim[i] = m;
             if (i == p) alive[i] = 0;
@@ -142,7 +142,7 @@ extern "C" __global__ void centroid_step_f64(const float* x, long long n, int d,
     long long cand = -1;
     if (i >= 0) {
         double sdi = sd[i];
-        if (p >= 0) sdi += ctx_warp_dot_d(x + i * d, x + p * d, d) * inv[i] * inv[p];
+        if (p >= 0) sdi += ctx_cos_rows(x, d, inv, i, p);
         if ((threadIdx.x & 31) == 0) {
             sd[i] = sdi;
             if (i == p) alive[i] = 0;
@@ -214,8 +214,7 @@ extern "C" __global__ void mmr_step_batched_f64(const float* x, int pools, long 
     if (pb == -2) return;
     double m = maxsim[g];
     if (pb >= 0) {
-        long long q = b * n + pb;
-        m = fmax(m, ctx_warp_dot_d(x + g * d, x + q * d, d) * inv[g] * inv[q]);
+        m = fmax(m, ctx_cos_rows(x, d, inv, g, b * n + pb));
     }
     if (lane != 0) return;
     maxsim[g] = m;

@@ -548,7 +548,10 @@ impl ArgmaxBufs {
 
     /// The last launch's `(index, value)`, `None` when no candidate was open.
     fn read(&self, dev: &Device) -> Result<Option<(usize, f64)>> {
-        let r = dev.download(&self.out)?;
+        let mut r = [0.0f64; 2];
+        dev.stream
+            .memcpy_dtoh(&self.out, &mut r[..])
+            .map_err(drv("device-to-host copy"))?;
         Ok((r[1] >= 0.0).then(|| (r[1] as usize, r[0])))
     }
 }
