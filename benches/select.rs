@@ -1,5 +1,5 @@
 //! Criterion benchmarks of the Gram and every scorer on the CPU backend, and the same
-//! workloads on CUDA when `Backend::auto` finds a GPU (group `cuda`; every CUDA call ends
+//! workloads on CUDA when `Engine::auto` finds a GPU (group `cuda`; every CUDA call ends
 //! with its results on the host, so the device is synchronised inside the timing). Sizes
 //! are the issue's: N = 10,000, d = 1,024 (facility location: N = 2,000). Run:
 //! `cargo bench --bench select && python3 benches/medians.py`. The device-resident
@@ -112,46 +112,35 @@ fn benches(c: &mut Criterion) {
     cuda(c, &big, &unit);
 }
 
-/// The CUDA rows: skipped, with the reason printed, when no GPU is usable.
-fn cuda(c: &mut Criterion, big: &ctxprune::demo::Pool, unit: &ctxprune::Embeddings) {
-    let sel = ctxprune::Backend::auto();
-    if sel.backend == ctxprune::Backend::Cpu {
-        eprintln!(
-            "cuda benches skipped: {}",
-            sel.reason.as_deref().unwrap_or("no GPU")
-        );
+/// The CUDA rows: skipped, with the reason printed, when no GPU is usable. Selections run
+/// through a `Selector` over a pool made resident once (outside the clock).
+fn cuda(c: &mut Criterion, big: &ctxprune::demo::Synthetic, unit: &ctxprune::Embeddings) {
+    use ctxprune::select::{Request, Selector};
+    let engine = ctxprune::Engine::auto();
+    if let Some(why) = engine.fallback_reason() {
+        eprintln!("cuda benches skipped: {why}");
         return;
     }
-    let b = sel.backend;
     let mut g = c.benchmark_group("cuda");
     g.sample_size(20)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(4));
     let vmf = Kernel::Vmf { kappa: 10.0 };
     g.bench_function("gram_cos_vmf_n10000_d1024_to_host", |bch| {
-        bch.iter(|| black_box(ctxprune::similarity::gram_on(&big.embeddings, vmf, &b).unwrap()))
+        bch.iter(|| black_box(engine.gram(&big.embeddings, vmf).unwrap()))
     });
-    let inp = Inputs {
-        embeddings: Some(unit),
+    let pool = ctxprune::Pool::from_embeddings(&engine, unit).unwrap();
+    let req = Request {
         query: Some(&big.query),
         costs: Some(&big.costs),
-        ..Inputs::default()
+        ..Request::default()
     };
     for m in [Method::Mmr, Method::Dpp, Method::Grn, Method::Centroid] {
+        let s = Selector::new(&engine, SelectConfig::new(m).k(100).threshold(-1.0)).unwrap();
         g.bench_with_input(
-            BenchmarkId::new("greedy_k100_n10000_d1024_with_upload", m.name()),
+            BenchmarkId::new("greedy_k100_n10000_d1024_resident", m.name()),
             &m,
-            |bch, &m| {
-                bch.iter(|| {
-                    black_box(
-                        select(
-                            &SelectConfig::new(m).k(100).threshold(-1.0).backend(b.clone()),
-                            &inp,
-                        )
-                        .unwrap(),
-                    )
-                })
-            },
+            |bch, _| bch.iter(|| black_box(s.select(&pool, &req).unwrap())),
         );
     }
     g.finish();

@@ -1,7 +1,7 @@
 //! BoundaryMORPH step breakdown (dev aid): `cargo run --release --example rerank_parts`.
 use ctxprune::demo::synthetic_pool;
 use ctxprune::rerank::gp::Gp;
-use ctxprune::rerank::{boundary_pick, DenseKernel};
+use ctxprune::rerank::{boundary_pick, kernel_rows};
 use ctxprune::rng::Rng;
 use ctxprune::similarity::{Kernel, KernelKind};
 use std::time::Instant;
@@ -10,7 +10,8 @@ fn main() {
     let n = 10_000;
     let p = synthetic_pool(n, 1024, 50, 5);
     let k = Kernel::with_median_heuristic(KernelKind::Vmf, &p.embeddings).unwrap();
-    let dk = DenseKernel::build(&p.embeddings, &p.query, k).unwrap();
+    let pool = ctxprune::Pool::from_embeddings(&ctxprune::Engine::cpu(), &p.embeddings).unwrap();
+    let dk = kernel_rows(&pool, &p.query, k).unwrap();
     let mut rng = Rng::new(3);
     let scores: Vec<f64> = (0..n).map(|_| rng.uniform()).collect();
     let mu0: Vec<f64> = (0..n).map(|i| (n - 1 - i) as f64 / (n - 1) as f64).collect();
@@ -20,7 +21,7 @@ fn main() {
     let (mut t_post, mut t_pick, mut t_obs) = (0.0, 0.0, 0.0);
     for _ in 0..500 {
         let t = Instant::now();
-        gp.posterior(&mut mean, &mut var);
+        gp.posterior(&mut mean, &mut var).unwrap();
         for i in 0..n {
             if let Some(s) = y[i] {
                 mean[i] = s;
@@ -29,7 +30,7 @@ fn main() {
         }
         t_post += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let j = boundary_pick(&mean, &var, &y, 100).unwrap();
+        let j = boundary_pick(&mean, &var, &y, 100).unwrap().unwrap();
         t_pick += t.elapsed().as_secs_f64();
         let t = Instant::now();
         y[j] = Some(scores[j]);

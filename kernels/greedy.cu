@@ -17,14 +17,19 @@ __device__ __forceinline__ long long ctx_warp_row(long long n) {
     return row < n ? row : -1;
 }
 
-// out[i] = K(<x_i, y> * inv[i] * yinv) (f32): a kernel row (GP observations). One warp
-// per row.
-extern "C" __global__ void kernel_row_f32(const float* x, long long n, int d, const float* y, const float* inv,
-                                          float yinv, int kind, float p, float* out) {
+// A kernel row against the pool (GP observations, read on demand): out[i] =
+// K((float)(<x_i, y> (inv[i] yinv))), the products and the cosine in f64, rounded to f32
+// before the kernel as the CPU's pool kernel does; out[self_idx] = K(1) when y is pool row
+// self_idx (-1: y is the query). One warp per row.
+extern "C" __global__ void kernel_row_f32(const float* x, long long n, int d, const float* y, const double* inv,
+                                          double yinv, int kind, float p, long long self_idx, float* out) {
     long long i = ctx_warp_row(n);
     if (i < 0) return;
-    float s = ctx_warp_dot(x + i * d, y, d);
-    if ((threadIdx.x & 31) == 0) out[i] = ctx_kernel(s * inv[i] * yinv, kind, p);
+    double s = ctx_warp_dot_d(x + i * d, y, d);
+    if ((threadIdx.x & 31) == 0) {
+        float c = i == self_idx ? 1.0f : (float)(s * (inv[i] * yinv));
+        out[i] = ctx_kernel(c, kind, p);
+    }
 }
 
 // out[i] = cos(i, p) = <x_i, x_p> inv[i] inv[p], in f64. One warp per row.

@@ -68,17 +68,89 @@ pub enum Error {
         /// Why it is invalid.
         msg: String,
     },
-    /// A backend could not be used (no CUDA driver, no device, a failed self-test).
+    /// A device cannot be used: no driver or device, the kernels did not compile, or the
+    /// self-test run when it was opened failed. Nothing ran; the CPU engine still works.
     #[error("backend {backend}: {msg}")]
-    Backend {
-        /// The backend that was asked for.
+    DeviceUnavailable {
+        /// The backend that was asked for (for example "cuda" or "cuda:0").
         backend: String,
         /// Why it is unavailable.
         msg: String,
     },
+    /// A device operation failed while it ran (an allocation, a copy, a kernel launch).
+    /// The engine may be unusable from here on: open a new one.
+    #[error("backend {backend} failed: {msg}")]
+    DeviceFailed {
+        /// The backend that failed.
+        backend: String,
+        /// What failed.
+        msg: String,
+    },
+    /// The operation has no implementation on this backend (or with this storage).
+    #[error("{what} is not supported on backend {backend}")]
+    Unsupported {
+        /// The backend asked to run it.
+        backend: String,
+        /// The operation.
+        what: String,
+    },
+    /// The oracle (a reranker) failed: unreachable, an HTTP error, or a malformed answer.
+    #[error("oracle {oracle}: {}{msg}", status.map_or(String::new(), |s| format!("HTTP {s}: ")))]
+    Oracle {
+        /// Which oracle (a URL, or a name).
+        oracle: String,
+        /// The HTTP status of the failing response, when there was one.
+        status: Option<u16>,
+        /// What went wrong.
+        msg: String,
+    },
+}
+
+/// The families of [`Error`] a service branches on (see [`Error::kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The caller's input is wrong (a value, a shape, a file's contents): a 4xx.
+    InvalidInput,
+    /// A file could not be read or written.
+    Io,
+    /// The device cannot be used ([`Error::DeviceUnavailable`]).
+    DeviceUnavailable,
+    /// A device operation failed while running ([`Error::DeviceFailed`]).
+    DeviceFailed,
+    /// Not implemented on this backend ([`Error::Unsupported`]).
+    Unsupported,
+    /// The oracle failed ([`Error::Oracle`]).
+    Oracle,
 }
 
 impl Error {
+    /// Which family this error belongs to.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Io { .. } => ErrorKind::Io,
+            Error::Format { .. }
+            | Error::NonFinite { .. }
+            | Error::ZeroNorm { .. }
+            | Error::DimensionMismatch { .. }
+            | Error::Empty(_)
+            | Error::InvalidArgument { .. } => ErrorKind::InvalidInput,
+            Error::DeviceUnavailable { .. } => ErrorKind::DeviceUnavailable,
+            Error::DeviceFailed { .. } => ErrorKind::DeviceFailed,
+            Error::Unsupported { .. } => ErrorKind::Unsupported,
+            Error::Oracle { .. } => ErrorKind::Oracle,
+        }
+    }
+
+    /// An [`Error::Unsupported`]: `what` has no implementation on `backend`.
+    pub fn unsupported(backend: impl Into<String>, what: impl Into<String>) -> Self {
+        Error::Unsupported {
+            backend: backend.into(),
+            what: what.into(),
+        }
+    }
+
     /// An [`Error::InvalidArgument`] for `name`.
     pub fn invalid(name: impl Into<String>, msg: impl Into<String>) -> Self {
         Error::InvalidArgument {

@@ -33,22 +33,25 @@
 //! # Ok::<(), ctxprune::Error>(())
 //! ```
 #![deny(missing_docs)]
-#![cfg_attr(not(feature = "cuda"), forbid(unsafe_code))]
+#![deny(unsafe_code)]
 
 pub mod backend;
 pub mod cost;
 pub mod demo;
 pub mod embeddings;
 pub mod error;
+pub mod gpu_check;
 pub mod io;
 pub mod mask;
 pub mod pipeline;
+pub mod pool;
 pub mod rerank;
 pub mod rng;
 pub mod select;
 pub mod similarity;
 pub mod tokens;
 
-pub use backend::{Backend, BackendChoice};
+pub use backend::{BackendChoice, BackendKind, Engine, EngineOptions};
 pub use embeddings::Embeddings;
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
+pub use pool::Pool;

@@ -157,9 +157,15 @@ impl Kernel {
         if kind == KernelKind::Cosine {
             return Ok(Kernel::Cosine);
         }
-        let m = median_one_minus_cos(e)?;
+        Ok(Kernel::from_median(kind, median_one_minus_cos(e)?))
+    }
+
+    /// The kernel of `kind` for a median-heuristic statistic `m = 1 - median cos`
+    /// ([`median_one_minus_cos`]): `kappa = ln 2 / m`, `l² = m`; 1 when `m <= 1e-12`.
+    #[must_use]
+    pub fn from_median(kind: KernelKind, m: f64) -> Kernel {
         let ok = m > 1e-12;
-        Ok(match kind {
+        match kind {
             KernelKind::Cosine => Kernel::Cosine,
             KernelKind::Vmf => Kernel::Vmf {
                 kappa: if ok {
@@ -174,7 +180,7 @@ impl Kernel {
             KernelKind::Matern52 => Kernel::Matern52 {
                 l2: if ok { m as f32 } else { 1.0 },
             },
-        })
+        }
     }
 }
 
@@ -241,34 +247,6 @@ pub fn gram(e: &Embeddings, kernel: Kernel) -> Result<Vec<f32>> {
     let mut out = vec![0.0f32; e.rows() * e.rows()];
     gram_into(e, kernel, &mut out)?;
     Ok(out)
-}
-
-/// [`gram`] computed on `backend` (a GPU's Gram goes through cuBLAS, or the crate's tiled
-/// kernel, with the kernel epilogue on the device; f32 agreement with the CPU within 1e-4
-/// relative).
-pub fn gram_on(e: &Embeddings, kernel: Kernel, backend: &crate::backend::Backend) -> Result<Vec<f32>> {
-    match backend {
-        #[cfg(feature = "cuda")]
-        crate::backend::Backend::Cuda(ord) => {
-            crate::backend::cuda::ops::gram(&*crate::backend::cuda::device(*ord)?, e, kernel)
-        }
-        _ => gram(e, kernel),
-    }
-}
-
-/// [`gram_batched`] computed on `backend` (on a GPU, every pool in one launch).
-pub fn gram_batched_on(
-    pools: &[&Embeddings],
-    kernel: Kernel,
-    backend: &crate::backend::Backend,
-) -> Result<Vec<Vec<f32>>> {
-    match backend {
-        #[cfg(feature = "cuda")]
-        crate::backend::Backend::Cuda(ord) => {
-            crate::backend::cuda::ops::gram_batched(&*crate::backend::cuda::device(*ord)?, pools, kernel)
-        }
-        _ => gram_batched(pools, kernel),
-    }
 }
 
 /// [`gram`] into a caller's buffer of `N × N` values, every one overwritten. Reusing one

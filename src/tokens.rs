@@ -3,9 +3,10 @@
 //! Any HuggingFace `tokenizer.json` loads through the `tokenizers` crate.
 
 use crate::error::{Error, Result};
+use std::sync::Arc;
 
-/// Counts tokens in text.
-pub trait TokenCounter: Sync {
+/// Counts tokens in text (`Send + Sync`: one counter serves every thread of a service).
+pub trait TokenCounter: Send + Sync {
     /// Tokens in `text`.
     fn count(&self, text: &str) -> usize;
 }
@@ -55,12 +56,12 @@ impl TokenCounter for HfTokenizer {
 
 /// A counter by name: `o200k_base`, `cl100k_base`, `approx`, or a path to a
 /// HuggingFace `tokenizer.json`.
-pub fn counter(name: &str) -> Result<Box<dyn TokenCounter>> {
+pub fn counter(name: &str) -> Result<Arc<dyn TokenCounter>> {
     let bpe = match name {
-        "approx" => return Ok(Box::new(Approx)),
+        "approx" => return Ok(Arc::new(Approx)),
         "o200k_base" => tiktoken_rs::o200k_base(),
         "cl100k_base" => tiktoken_rs::cl100k_base(),
-        n if n.ends_with(".json") => return Ok(Box::new(HfTokenizer::load(std::path::Path::new(n))?)),
+        n if n.ends_with(".json") => return Ok(Arc::new(HfTokenizer::load(std::path::Path::new(n))?)),
         n => {
             return Err(Error::invalid(
                 "tokenizer",
@@ -69,5 +70,5 @@ pub fn counter(name: &str) -> Result<Box<dyn TokenCounter>> {
         }
     };
     let bpe = bpe.map_err(|e| Error::invalid("tokenizer", format!("cannot load {name}: {e}")))?;
-    Ok(Box::new(Tiktoken { bpe }))
+    Ok(Arc::new(Tiktoken { bpe }))
 }

@@ -1,14 +1,16 @@
-//! The backend harness: every backend test body runs on each available backend; a
-//! missing GPU is a printed skip, or a failure when CTXPRUNE_REQUIRE_GPU=1.
+//! The backend harness: every backend test body runs on each available engine; a missing
+//! GPU is a printed skip, or a failure when CTXPRUNE_REQUIRE_GPU=1. Also the service
+//! shape: one engine and one resident pool shared by many threads.
 
-use ctxprune::{Backend, BackendChoice};
+use ctxprune::select::{Request, SelectConfig, Selector};
+use ctxprune::{BackendChoice, BackendKind, Engine, EngineOptions, Pool};
 
-/// The backends this machine can run. Prints why CUDA is skipped; panics instead when
+/// The engines this machine can run. Prints why CUDA is skipped; panics instead when
 /// `CTXPRUNE_REQUIRE_GPU=1`.
-pub fn available() -> Vec<Backend> {
-    let mut v = vec![Backend::Cpu];
-    match Backend::cuda(0) {
-        Ok(b) => v.push(b),
+pub fn available() -> Vec<Engine> {
+    let mut v = vec![Engine::cpu()];
+    match Engine::cuda(0) {
+        Ok(e) => v.push(e),
         Err(e) => {
             if std::env::var("CTXPRUNE_REQUIRE_GPU").as_deref() == Ok("1") {
                 panic!("CTXPRUNE_REQUIRE_GPU=1 but CUDA is unavailable: {e}");
@@ -37,14 +39,15 @@ fn gain_tol(m: ctxprune::select::Method) -> f64 {
 /// definition, and the selection reports the backend it ran on.
 #[test]
 fn selection_body_runs_on_every_available_backend() {
-    use ctxprune::select::{select, Inputs, Method, SelectConfig};
+    use ctxprune::select::Method;
     let (e, q, _) = crate::problem(41, 17, 5);
     let p = crate::slow::Problem {
         e: &e,
         q: Some(&q),
         costs: None,
     };
-    for b in available() {
+    for engine in available() {
+        let pool = Pool::from_embeddings(&engine, &e).unwrap();
         for (m, value) in [
             (
                 Method::Mmr,
@@ -52,53 +55,67 @@ fn selection_body_runs_on_every_available_backend() {
             ),
             (Method::Dpp, Box::new(|x: usize, c: &[usize]| p.dpp(x, c))),
         ] {
-            let cfg = SelectConfig::new(m).k(7).backend(b.clone());
-            let got = select(
-                &cfg,
-                &Inputs {
-                    embeddings: Some(&e),
-                    query: Some(&q),
-                    ..Inputs::default()
-                },
-            )
-            .unwrap();
+            let s = Selector::new(&engine, SelectConfig::new(m).k(7)).unwrap();
+            let got = s
+                .select(
+                    &pool,
+                    &Request {
+                        query: Some(&q),
+                        ..Request::default()
+                    },
+                )
+                .unwrap();
             let rule = if m == Method::Dpp {
                 crate::slow::StopRule::Floor(ctxprune::select::presets::RESIDUAL_EPS)
             } else {
                 crate::slow::StopRule::Positive
             };
             let (want, gains) = crate::slow::greedy(41, &*value, &[], Some(7), None, None, None, rule);
-            assert_eq!(got.selected, want, "{} on {}", m.name(), b.name());
+            assert_eq!(got.selected, want, "{} on {}", m.name(), engine.name());
             crate::assert_close(
-                &format!("{} on {}", m.name(), b.name()),
+                &format!("{} on {}", m.name(), engine.name()),
                 &got.gains,
                 &gains,
                 gain_tol(m),
             );
-            assert_eq!(got.backend, b);
+            assert_eq!(got.backend, engine.kind());
         }
     }
 }
 
 #[test]
 fn auto_never_panics_and_explicit_cuda_errors_without_a_device() {
-    let s = Backend::auto();
-    if s.backend == Backend::Cpu {
-        assert!(s.reason.is_some(), "auto fell back to the CPU without saying why");
-        let e = Backend::choose(BackendChoice::Cuda).unwrap_err().to_string();
-        assert!(e.contains("cuda"), "{e}");
+    let s = Engine::auto();
+    if s.kind() == BackendKind::Cpu {
+        assert!(
+            s.fallback_reason().is_some(),
+            "auto fell back to the CPU without saying why"
+        );
+        let e = Engine::open(BackendChoice::Cuda, &EngineOptions::default()).unwrap_err();
+        assert_eq!(e.kind(), ctxprune::ErrorKind::DeviceUnavailable);
+        assert!(e.to_string().contains("cuda"), "{e}");
+        // Nothing is remembered: opening again asks again, with the same answer here.
+        assert!(s.reopen().unwrap().fallback_reason().is_some());
     }
-    assert_eq!(Backend::choose(BackendChoice::Cpu).unwrap().backend, Backend::Cpu);
+    assert_eq!(
+        Engine::open(BackendChoice::Cpu, &EngineOptions::default())
+            .unwrap()
+            .kind(),
+        BackendKind::Cpu
+    );
     assert!("gpu".parse::<BackendChoice>().is_err());
-    // A CUDA backend named directly is refused by select, never silently run on the CPU.
+    // A pool resident on one engine is refused by a selector on another, never silently
+    // run elsewhere.
     let (e, q, _) = crate::problem(5, 3, 1);
-    let cfg = ctxprune::select::SelectConfig::new(ctxprune::select::Method::Mmr).backend(Backend::Cuda(0));
-    let inp = ctxprune::select::Inputs {
-        embeddings: Some(&e),
-        query: Some(&q),
-        ..Default::default()
-    };
-    assert!(ctxprune::select::select(&cfg, &inp).is_err());
+    if let Ok(gpu) = Engine::cuda(0) {
+        let pool = Pool::from_embeddings(&Engine::cpu(), &e).unwrap();
+        let s = Selector::new(&gpu, SelectConfig::new(ctxprune::select::Method::Mmr)).unwrap();
+        let req = Request {
+            query: Some(&q),
+            ..Request::default()
+        };
+        assert!(s.select(&pool, &req).is_err());
+    }
 }
 
 /// Every selector with a CUDA path, with an item budget, a token budget and a retained
@@ -106,7 +123,7 @@ fn auto_never_panics_and_explicit_cuda_errors_without_a_device() {
 #[test]
 fn greedy_selectors_agree_with_their_definitions_on_every_backend() {
     use crate::slow::StopRule;
-    use ctxprune::select::{presets, select, Inputs, Method, SelectConfig};
+    use ctxprune::select::{presets, Method};
     let (e0, q, costs) = crate::problem(57, 11, 23);
     // Two exact duplicates: ties go to the lower index on every backend.
     let mut data = e0.as_slice().to_vec();
@@ -130,7 +147,8 @@ fn greedy_selectors_agree_with_their_definitions_on_every_backend() {
     let kept = [by_rel[0], by_rel[4], by_rel[9]];
     type Value<'a> = Box<dyn Fn(usize, &[usize]) -> f64 + 'a>;
     let eps = presets::RESIDUAL_EPS;
-    for b in available() {
+    for engine in available() {
+        let pool = Pool::from_embeddings(&engine, &e).unwrap();
         for m in [
             Method::Mmr,
             Method::Grn,
@@ -153,7 +171,7 @@ fn greedy_selectors_agree_with_their_definitions_on_every_backend() {
                 ("token budget 120", None, Some(120.0), &[][..]),
                 ("retained, k=6", Some(6), None, &kept[..]),
             ] {
-                let mut cfg = SelectConfig::new(m).backend(b.clone());
+                let mut cfg = SelectConfig::new(m);
                 if m == Method::Mmr {
                     cfg = cfg.lambda(0.5);
                 }
@@ -163,45 +181,48 @@ fn greedy_selectors_agree_with_their_definitions_on_every_backend() {
                 if let Some(t) = budget {
                     cfg = cfg.token_budget(t);
                 }
-                let got = select(
-                    &cfg,
-                    &Inputs {
-                        embeddings: Some(&e),
-                        query: Some(&q),
-                        costs: Some(&costs),
-                        retained,
-                        ..Inputs::default()
-                    },
-                )
-                .unwrap();
+                let got = Selector::new(&engine, cfg)
+                    .unwrap()
+                    .select(
+                        &pool,
+                        &Request {
+                            query: Some(&q),
+                            costs: Some(&costs),
+                            retained,
+                            ..Request::default()
+                        },
+                    )
+                    .unwrap();
                 let (want, gains) =
                     crate::slow::greedy(57, &*value, retained, k, budget, Some(&costs), None, rule);
-                let what = format!("{} {label} on {}", m.name(), b.name());
+                let what = format!("{} {label} on {}", m.name(), engine.name());
                 assert_eq!(got.selected, want, "{what}");
                 crate::assert_close(&what, &got.gains, &gains, gain_tol(m));
-                assert_eq!(got.backend, b, "{what}");
+                assert_eq!(got.backend, engine.kind(), "{what}");
             }
         }
     }
 }
 
 /// The Gram of every kernel, single and batched, equals the slow kernel of the cosine on
-/// every available backend.
+/// every available backend; a resident pool's Gram too.
 #[test]
 fn gram_blocks_agree_with_the_kernel_definitions_on_every_backend() {
-    use ctxprune::similarity::{gram_batched_on, gram_on, Kernel};
+    use ctxprune::similarity::Kernel;
     let (e, _, _) = crate::raw_problem(67, 13, 5);
     let (f, _, _) = crate::raw_problem(9, 13, 6);
-    for b in available() {
+    for engine in available() {
+        let pool = Pool::from_embeddings(&engine, &e).unwrap();
         for k in [
             Kernel::Cosine,
             Kernel::Vmf { kappa: 3.0 },
             Kernel::Rbf { l2: 0.7 },
             Kernel::Matern52 { l2: 0.9 },
         ] {
-            let g = gram_on(&e, k, &b).unwrap();
-            let gb = gram_batched_on(&[&f, &e], k, &b).unwrap();
-            for (pool, got) in [(&e, &g), (&e, &gb[1]), (&f, &gb[0])] {
+            let g = engine.gram(&e, k).unwrap();
+            let gb = engine.gram_batched(&[&f, &e], k).unwrap();
+            let gp = pool.gram(k).unwrap();
+            for (pool, got) in [(&e, &g), (&e, &gb[1]), (&f, &gb[0]), (&e, &gp)] {
                 let n = pool.rows();
                 let want: Vec<f64> = (0..n * n)
                     .map(|t| {
@@ -218,37 +239,133 @@ fn gram_blocks_agree_with_the_kernel_definitions_on_every_backend() {
                     })
                     .collect();
                 let got: Vec<f64> = got.iter().map(|&v| f64::from(v)).collect();
-                crate::assert_close(&format!("{k:?} Gram on {}", b.name()), &got, &want, 2e-5);
+                crate::assert_close(&format!("{k:?} Gram on {}", engine.name()), &got, &want, 2e-5);
             }
         }
     }
 }
 
-/// BoundaryMORPH and BAGEL make the same calls and return the same top-k on every
-/// available backend (the GP's pool-sized updates move to the device).
+/// BoundaryMORPH, BAGEL and the UCB ablation make the same calls and return the same
+/// top-k on every available backend (the GP's pool-sized state and kernel rows move to
+/// the device).
 #[test]
 fn rerank_gp_runs_the_same_on_every_backend() {
-    use ctxprune::rerank::{rerank, DenseKernel, Method, Precomputed, RerankConfig};
+    use ctxprune::rerank::{Acquisition, KernelChoice, Method, Precomputed, RerankConfig, Reranker};
     use ctxprune::similarity::Kernel;
     let (e, q, _) = crate::problem(131, 9, 77);
     let mut rng = ctxprune::rng::Rng::new(8);
     let scores: Vec<f64> = (0..131).map(|_| rng.uniform()).collect();
-    let k = Kernel::Vmf { kappa: 4.0 };
     let mut first: Option<Vec<(Vec<usize>, Vec<usize>)>> = None;
-    for b in available() {
-        let dk = DenseKernel::build_on(&e, &q, k, &b).unwrap();
-        let runs: Vec<(Vec<usize>, Vec<usize>)> = [Method::BoundaryMorph, Method::Bagel]
-            .into_iter()
-            .map(|m| {
-                let mut cfg = RerankConfig::new(m, 25, 10);
-                cfg.backend = b.clone();
-                let r = rerank(&cfg, &dk, &mut Precomputed::new(scores.clone(), 25).unwrap()).unwrap();
-                (r.scored, r.selected)
-            })
-            .collect();
+    for engine in available() {
+        let pool = Pool::from_embeddings(&engine, &e).unwrap();
+        let runs: Vec<(Vec<usize>, Vec<usize>)> = [
+            (Method::BoundaryMorph, Acquisition::Boundary),
+            (Method::Bagel, Acquisition::Ucb),
+            (Method::BoundaryMorph, Acquisition::Ucb),
+        ]
+        .into_iter()
+        .map(|(m, acq)| {
+            let mut cfg = RerankConfig::new(m, 25, 10);
+            cfg.acquisition = acq;
+            cfg.kernel = KernelChoice::Fixed(Kernel::Vmf { kappa: 4.0 });
+            let r = Reranker::new(&engine, cfg)
+                .unwrap()
+                .rerank(&pool, &q, &mut Precomputed::new(scores.clone(), 25).unwrap())
+                .unwrap();
+            assert_eq!(r.backend, engine.kind());
+            (r.scored, r.selected)
+        })
+        .collect();
         match &first {
             None => first = Some(runs),
-            Some(f) => assert_eq!(&runs, f, "{} differs from the CPU", b.name()),
+            Some(f) => assert_eq!(&runs, f, "{} differs from the CPU", engine.name()),
+        }
+    }
+}
+
+/// The service shape: 8 threads share one engine and one resident pool and run 200 mixed
+/// selections and reranks; every result equals the one computed sequentially.
+#[test]
+fn one_engine_and_pool_shared_by_8_threads_give_the_sequential_results() {
+    use ctxprune::rerank::{Method as R, Precomputed, RerankConfig, Reranker};
+    use ctxprune::select::Method;
+    use std::sync::Arc;
+    let (e, _, costs) = crate::problem(301, 23, 91);
+    let mut rng = ctxprune::rng::Rng::new(17);
+    let queries: Vec<Vec<f32>> = (0..10)
+        .map(|_| (0..23).map(|_| rng.normal() as f32).collect())
+        .collect();
+    let scores: Vec<f64> = (0..301).map(|_| rng.uniform()).collect();
+    for engine in available() {
+        let pool = Pool::from_embeddings(&engine, &e).unwrap();
+        let methods = [
+            Method::Mmr,
+            Method::Dpp,
+            Method::Grn,
+            Method::Centroid,
+            Method::Coverage,
+            Method::Hybrid,
+        ];
+        let selectors: Vec<Selector> = methods
+            .iter()
+            .map(|&m| Selector::new(&engine, SelectConfig::new(m).k(12).token_budget(400.0)).unwrap())
+            .collect();
+        let rerankers: Vec<Reranker> = [R::BoundaryMorph, R::Bagel, R::Rgs]
+            .iter()
+            .map(|&m| Reranker::new(&engine, RerankConfig::new(m, 15, 8)).unwrap())
+            .collect();
+        // Job j: a selection or a rerank, by a fixed rule; its output as comparable data.
+        let job = |j: usize| -> (Vec<usize>, Vec<u64>) {
+            let q = &queries[j % queries.len()];
+            if j % 3 == 2 {
+                let r = rerankers[j % rerankers.len()]
+                    .rerank(&pool, q, &mut Precomputed::new(scores.clone(), 15).unwrap())
+                    .unwrap();
+                (r.selected, r.scored.iter().map(|&x| x as u64).collect())
+            } else {
+                let s = selectors[j % selectors.len()]
+                    .select(
+                        &pool,
+                        &Request {
+                            query: Some(q),
+                            costs: Some(&costs),
+                            ..Request::default()
+                        },
+                    )
+                    .unwrap();
+                (s.selected, s.gains.iter().map(|g| g.to_bits()).collect())
+            }
+        };
+        let sequential: Vec<_> = (0..200).map(job).collect();
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let results = std::sync::Mutex::new(vec![None; 200]);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                let next = next.clone();
+                let (job, results) = (&job, &results);
+                s.spawn(move || loop {
+                    let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if j >= 200 {
+                        break;
+                    }
+                    let r = job(j);
+                    results.lock().unwrap()[j] = Some(r);
+                });
+            }
+        });
+        let parallel: Vec<_> = results
+            .into_inner()
+            .unwrap()
+            .into_iter()
+            .map(Option::unwrap)
+            .collect();
+        for (j, (a, b)) in sequential.iter().zip(&parallel).enumerate() {
+            assert_eq!(
+                a,
+                b,
+                "job {j} on {} differs between sequential and 8 threads",
+                engine.name()
+            );
         }
     }
 }

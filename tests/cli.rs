@@ -485,7 +485,7 @@ fn kernels_and_gpu_check_refuse_cleanly() {
         );
     }
     // Without a usable GPU the check fails (it never skips), saying why in one line.
-    if ctxprune::Backend::cuda(0).is_err() {
+    if ctxprune::Engine::cuda(0).is_err() {
         let (code, _, err) = run(&["gpu-check", "--no-timing"]);
         assert_ne!(code, 0);
         assert!(err.contains("cuda") && err.trim().lines().count() == 1, "{err}");

@@ -2,6 +2,7 @@
 //! definition, the loaders, the CLI contract, and the backend harness.
 
 mod backend;
+#[cfg(feature = "cli")]
 mod cli;
 mod cost;
 #[cfg(feature = "http")]

@@ -26,7 +26,7 @@ fn openai() -> Value {
 
 fn mask(doc: &Value, format: Format, cfg: MaskConfig) -> (Value, ctxprune::mask::masker::MaskStats) {
     let mut t = Trajectory::parse(&doc.to_string(), format).unwrap();
-    let s = Masker::new(cfg, &Approx).mask(&mut t);
+    let s = Masker::new(cfg, std::sync::Arc::new(Approx)).mask(&mut t);
     (serde_json::from_str(&t.to_json()).unwrap(), s)
 }
 
@@ -303,7 +303,7 @@ fn semantic_masker_keeps_stale_observations_that_add_a_new_direction() {
     rows[1][1] = 1.0; // no live observation has direction 1
     let e = ctxprune::Embeddings::from_rows(&rows, "obs").unwrap();
     let traj = Trajectory::parse(&openai().to_string(), Format::OpenAi).unwrap();
-    let mut m = Masker::new(MaskConfig::default(), &Approx);
+    let mut m = Masker::new(MaskConfig::default(), std::sync::Arc::new(Approx)).session();
     let (edits, kept_back) = m.plan_semantic(&traj, &e, Method::Grn, 0.5, None).unwrap();
     assert_eq!(kept_back, 1);
     assert_eq!(edits.len(), 1);

@@ -2,27 +2,54 @@
 //! boundary rule on hand-made pools, the selectors' call sequences, and bad input.
 
 use crate::slow;
-use ctxprune::rerank::gp::{Gp, KernelRows};
+use ctxprune::rerank::gp::{Gp, KernelRows, PoolKernel};
 use ctxprune::rerank::{
-    boundary_pick, metrics::ncg, rerank, Acquisition, DenseKernel, Method, Oracle, Precomputed, Prior,
-    RerankConfig,
+    boundary_pick, kernel_rows, metrics::ncg, Acquisition, KernelChoice, Method, Oracle, Precomputed, Prior,
+    RerankConfig, Reranked,
 };
 use ctxprune::rng::Rng;
 use ctxprune::similarity::{Kernel, KernelKind};
+use ctxprune::{Engine, Pool};
 
-fn pool(n: usize, d: usize, seed: u64) -> (DenseKernel, Vec<f64>) {
+/// A seeded pool on the CPU engine with its query, vMF kernel (median heuristic) and
+/// oracle scores.
+struct P {
+    pool: Pool,
+    q: Vec<f32>,
+    kernel: Kernel,
+}
+
+impl P {
+    fn rows(&self) -> PoolKernel<'_> {
+        kernel_rows(&self.pool, &self.q, self.kernel).unwrap()
+    }
+}
+
+fn pool(n: usize, d: usize, seed: u64) -> (P, Vec<f64>) {
     let (e, q, _) = crate::problem(n, d, seed);
-    let k = Kernel::with_median_heuristic(KernelKind::Vmf, &e).unwrap();
-    let dk = DenseKernel::build(&e, &q, k).unwrap();
+    let kernel = Kernel::with_median_heuristic(KernelKind::Vmf, &e).unwrap();
+    let pool = Pool::new(&Engine::cpu(), e).unwrap();
     let mut rng = Rng::new(seed + 1);
     let scores = (0..n).map(|_| rng.uniform()).collect();
-    (dk, scores)
+    (P { pool, q, kernel }, scores)
+}
+
+/// The boundary rule on inputs of matching lengths.
+fn bp(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Option<usize> {
+    boundary_pick(mean, var, y, k).unwrap()
+}
+
+/// `cfg` on the pool with its kernel.
+fn rerank(cfg: &RerankConfig, p: &P, o: &mut dyn Oracle) -> ctxprune::Result<Reranked> {
+    let mut cfg = cfg.clone();
+    cfg.kernel = KernelChoice::Fixed(p.kernel);
+    ctxprune::rerank::rerank(&cfg, &p.pool, &p.q, o)
 }
 
 /// The posterior from scratch: dense solve of (K_AA + jitter I) against the standardised
 /// residuals and against every k_i (SPEC §3 formulas, no incremental state).
 fn full_refit(
-    k: &DenseKernel,
+    k: &PoolKernel<'_>,
     mu0: &[f64],
     obs: &[(Option<usize>, f64)],
     jitter: f64,
@@ -33,7 +60,7 @@ fn full_refit(
     let kv = |a: Option<usize>, b: Option<usize>| -> f64 {
         match (a, b) {
             (None, None) => 1.0,
-            (Some(i), Some(j)) => f64::from(k.get(i, j)),
+            (Some(i), Some(j)) => k.get(i, j),
             (Some(i), None) | (None, Some(i)) => qrow[i],
         }
     };
@@ -64,7 +91,8 @@ fn full_refit(
 #[test]
 fn incremental_gp_equals_a_full_refit_at_every_step() {
     for &(n, d, seed) in &[(37usize, 9usize, 1u64), (64, 5, 2), (23, 17, 3)] {
-        let (k, scores) = pool(n, d, seed);
+        let (p, scores) = pool(n, d, seed);
+        let k = p.rows();
         let mu0: Vec<f64> = (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect();
         let mut gp = Gp::new(&k, mu0.clone(), 1.0).unwrap();
         let mut obs = vec![(None, 0.0)];
@@ -74,7 +102,7 @@ fn incremental_gp_equals_a_full_refit_at_every_step() {
             let j = rng.below(n);
             gp.observe(j, scores[j]).unwrap();
             obs.push((Some(j), scores[j] - mu0[j]));
-            gp.posterior(&mut mean, &mut var);
+            gp.posterior(&mut mean, &mut var).unwrap();
             let (m2, v2) = full_refit(&k, &mu0, &obs, gp.jitter().unwrap());
             // V is stored in f32 (documented): 1e-5 against the f64 refit.
             crate::assert_close(&format!("mean n={n} step {step}"), &mean, &m2, 1e-5);
@@ -107,7 +135,7 @@ fn jitter_ladder_and_pseudo_inverse_never_panic() {
     }
     assert!(gp.jitter().is_none_or(|j| j > 1e-4), "the ladder was climbed");
     let (mut m, mut v) = (vec![0.0; 3], vec![0.0; 3]);
-    gp.posterior(&mut m, &mut v);
+    gp.posterior(&mut m, &mut v).unwrap();
     assert!(m.iter().chain(&v).all(|x| x.is_finite()), "{m:?} {v:?}");
     assert!(gp.observe(5, 0.5).is_err());
     assert!(gp.observe(0, f64::NAN).is_err());
@@ -120,36 +148,31 @@ fn boundary_rule_on_hand_made_pools() {
     let mean = [0.9, 0.6, 0.55, 0.1];
     let var = [0.0001, 0.04, 0.09, 0.01];
     let none = [None; 4];
-    assert_eq!(boundary_pick(&mean, &var, &none, 2), Some(2));
+    assert_eq!(bp(&mean, &var, &none, 2), Some(2));
     // With 2 scored (sigma 0), the pair's unscored member is the incumbent 1.
     let mut y = none;
     y[2] = Some(0.55);
     let var2 = [0.0001, 0.04, 0.0, 0.01];
-    assert_eq!(boundary_pick(&mean, &var2, &y, 2), Some(1));
+    assert_eq!(bp(&mean, &var2, &y, 2), Some(1));
     // Equal sigma, both unscored: the incumbent.
-    assert_eq!(
-        boundary_pick(&[0.8, 0.5, 0.5], &[0.01, 0.04, 0.04], &[None; 3], 2),
-        Some(1)
-    );
+    assert_eq!(bp(&[0.8, 0.5, 0.5], &[0.01, 0.04, 0.04], &[None; 3], 2), Some(1));
     // Equal z for two pairs: the first incumbent in rank order wins (0 before 1).
     assert_eq!(
-        boundary_pick(&[0.7, 0.7, 0.5], &[0.04, 0.04, 0.0], &[None, None, Some(0.5)], 2),
+        bp(&[0.7, 0.7, 0.5], &[0.04, 0.04, 0.0], &[None, None, Some(0.5)], 2),
         Some(0)
     );
     // Every pair fully scored, or N <= k: no call.
-    assert_eq!(
-        boundary_pick(&[0.7, 0.5], &[0.0, 0.0], &[Some(0.7), Some(0.5)], 1),
-        None
-    );
-    assert_eq!(boundary_pick(&[0.7, 0.5], &[0.1, 0.1], &[None, None], 2), None);
+    assert_eq!(bp(&[0.7, 0.5], &[0.0, 0.0], &[Some(0.7), Some(0.5)], 1), None);
+    assert_eq!(bp(&[0.7, 0.5], &[0.1, 0.1], &[None, None], 2), None);
 }
 
 #[test]
 fn boundary_morph_follows_the_full_refit_call_for_call() {
     let (n, budget, cap) = (40, 12, 5);
-    let (k, scores) = pool(n, 7, 11);
+    let (p, scores) = pool(n, 7, 11);
     let mut o = Precomputed::new(scores.clone(), budget).unwrap();
-    let got = rerank(&RerankConfig::new(Method::BoundaryMorph, budget, cap), &k, &mut o).unwrap();
+    let got = rerank(&RerankConfig::new(Method::BoundaryMorph, budget, cap), &p, &mut o).unwrap();
+    let k = p.rows();
     // Replay with the full refit at every step.
     let mu0: Vec<f64> = (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect();
     let mut obs = vec![(None, 0.0)];
@@ -163,7 +186,7 @@ fn boundary_morph_follows_the_full_refit_call_for_call() {
                 v[i] = 0.0;
             }
         }
-        let Some(j) = boundary_pick(&m, &v, &y, cap) else {
+        let Some(j) = bp(&m, &v, &y, cap) else {
             break;
         };
         calls.push(j);
@@ -275,9 +298,10 @@ fn equal_posterior_means_tie_by_mips_position() {
     // Zero prior, nothing scored: every mean is exactly the query's residual mean, so the
     // ranking is the MIPS order and BAGEL with beta0 = 0 calls the MIPS top-1 first.
     let (k, scores) = pool(25, 6, 41);
-    let gp = Gp::new(&k, vec![0.0; 25], 0.0).unwrap();
+    let rows = k.rows();
+    let mut gp = Gp::new(&rows, vec![0.0; 25], 0.0).unwrap();
     let (mut m, mut v) = (vec![0.0; 25], vec![0.0; 25]);
-    gp.posterior(&mut m, &mut v);
+    gp.posterior(&mut m, &mut v).unwrap();
     assert!(m.iter().all(|&x| x == m[0]), "{m:?}");
     let mut cfg = RerankConfig::new(Method::Bagel, 1, 3);
     cfg.beta0 = 0.0;

@@ -1,30 +1,63 @@
-//! The backend boundary: where numeric work runs.
+//! The backend boundary: the only place that knows devices.
 //!
-//! [`Backend`] is chosen at run time. [`Backend::auto`] uses CUDA only when the driver
-//! library is present (checked before cudarc is touched: creating a context without it
-//! panics inside cudarc), a device exists, the kernels compile and a small self-test
-//! agrees with the CPU; otherwise the CPU, with the reason kept in [`Selected::reason`].
-//! [`Backend::cuda`] returns an error instead of falling back. The environment variable
-//! `CTXPRUNE_BACKEND=cpu|cuda|auto` overrides `auto`.
+//! An [`Engine`] is opened once and shared (`Clone + Send + Sync`, an `Arc` inside). It
+//! holds where numeric work runs: the CPU, or a CUDA device with its context, its
+//! compiled kernels, cuBLAS and a pool of streams ("lanes", one per concurrent request).
+//! [`Engine::auto`] opens CUDA only when the driver library is present (looked for before
+//! cudarc is touched: creating a context without it panics inside cudarc), a device
+//! exists, the kernels compile and a small self-test agrees with the CPU; otherwise it
+//! returns the CPU engine and keeps the reason ([`Engine::fallback_reason`]).
+//! [`Engine::cuda`] returns that reason as an error instead. Nothing is remembered across
+//! opens: an engine that failed can be opened again ([`Engine::reopen`]). The library
+//! reads no environment variable; [`EngineOptions`] carries the kernel cache directory
+//! and CUDA library directories (the CLI maps `CTXPRUNE_BACKEND`, `CTXPRUNE_CACHE_DIR`,
+//! `CUDA_HOME` and friends onto them).
 //!
-//! [`cpu`] holds the reference primitives; `cuda` the device ones (kernels/*.cu compiled
-//! by NVRTC, cuBLAS), each checked against the CPU by the backend tests and
-//! `ctxprune gpu-check`.
+//! The capabilities above reach a backend through two traits and a few engine methods:
+//! - [`picker::Picker`]: one greedy step at a time (the greedy driver's only interface to
+//!   a backend; the CPU lazy heap in `select` is one implementation, [`cuda`]'s
+//!   device-resident step kernels another);
+//! - [`gp::GpStore`]: the GP's pool-sized state (append, posterior, UCB acquisition);
+//! - [`Engine::gram`], [`Engine::gram_batched`] and pool residency.
+//!
+//! Every match on the device is here and exhaustive. Builds without the `cuda` feature
+//! get a stub `cuda` module whose device type has no values, so the same matches compile
+//! and a CUDA request says the build has no CUDA support.
 
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda_stub.rs"]
+pub mod cuda;
+pub mod gp;
+pub mod picker;
+pub mod report;
 
+use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
+use crate::similarity::Kernel;
+use std::path::PathBuf;
+use std::sync::Arc;
 
-/// Where the numeric work runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Backend {
+/// The kind of device an engine runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BackendKind {
     /// The CPU reference path (multithreaded).
     Cpu,
-    /// An NVIDIA GPU, by device ordinal.
-    Cuda(usize),
+    /// An NVIDIA GPU.
+    Cuda,
+}
+
+impl BackendKind {
+    /// The name reported in outputs: `"cpu"` or `"cuda"`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Cuda => "cuda",
+        }
+    }
 }
 
 /// The backend asked for on the command line or in a config.
@@ -53,90 +86,330 @@ impl std::str::FromStr for BackendChoice {
     }
 }
 
-/// A backend together with why it was chosen.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Selected {
-    /// The backend.
-    pub backend: Backend,
-    /// Why `auto` fell back to the CPU (`None` when nothing was refused).
-    pub reason: Option<String>,
+/// How an engine finds what a device needs. By default: no on-disk kernel cache (NVRTC
+/// compiles the kernels once per engine), CUDA libraries from the loader path, then
+/// `/usr/local/cuda`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Directory of the compiled-kernel cache (kernel sources hash, NVRTC version and
+    /// architecture key each entry). By default, none.
+    pub cache_dir: Option<PathBuf>,
+    /// CUDA installation roots searched for NVRTC and cuBLAS after the loader path (each
+    /// root's `lib64`, `lib` and `targets/x86_64-linux/lib`), before `/usr/local/cuda`.
+    /// By default, none.
+    pub cuda_roots: Vec<PathBuf>,
 }
 
-impl Backend {
-    /// The name reported in outputs: `"cpu"` or `"cuda"`.
+impl EngineOptions {
+    /// Sets [`cache_dir`](Self::cache_dir).
+    #[must_use]
+    pub fn cache_dir(mut self, d: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(d.into());
+        self
+    }
+    /// Adds a CUDA installation root to [`cuda_roots`](Self::cuda_roots).
+    #[must_use]
+    pub fn cuda_root(mut self, d: impl Into<PathBuf>) -> Self {
+        self.cuda_roots.push(d.into());
+        self
+    }
+}
+
+/// Where an engine's work runs. The one match over backends (exhaustive: a new backend
+/// is a new variant here and one implementation per trait).
+pub(crate) enum Device {
+    Cpu,
+    Cuda(cuda::Device),
+}
+
+struct Inner {
+    device: Device,
+    choice: BackendChoice,
+    ordinal: usize,
+    opts: EngineOptions,
+    fallback: Option<String>,
+}
+
+/// A backend opened once and shared by every selection, rerank and pool: clone it freely
+/// (an `Arc` inside) and use it from any thread.
+///
+/// ```
+/// use ctxprune::Engine;
+/// let engine = Engine::auto(); // CUDA when usable, else the CPU with the reason kept
+/// if let Some(why) = engine.fallback_reason() {
+///     eprintln!("running on the CPU: {why}");
+/// }
+/// assert!(matches!(engine.name(), "cpu" | "cuda"));
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("backend", &self.describe())
+            .field("fallback", &self.inner.fallback)
+            .finish()
+    }
+}
+
+impl Engine {
+    fn make(
+        device: Device,
+        choice: BackendChoice,
+        ordinal: usize,
+        opts: &EngineOptions,
+        fallback: Option<String>,
+    ) -> Self {
+        Engine {
+            inner: Arc::new(Inner {
+                device,
+                choice,
+                ordinal,
+                opts: opts.clone(),
+                fallback,
+            }),
+        }
+    }
+
+    /// The CPU engine.
+    #[must_use]
+    pub fn cpu() -> Engine {
+        Engine::make(
+            Device::Cpu,
+            BackendChoice::Cpu,
+            0,
+            &EngineOptions::default(),
+            None,
+        )
+    }
+
+    /// The GPU with this ordinal, its kernels compiled and self-tested, or an error
+    /// ([`Error::DeviceUnavailable`]) saying why it cannot be used.
+    pub fn cuda(ordinal: usize) -> Result<Engine> {
+        Engine::cuda_with(ordinal, &EngineOptions::default())
+    }
+
+    /// [`Engine::cuda`] with options.
+    pub fn cuda_with(ordinal: usize, opts: &EngineOptions) -> Result<Engine> {
+        let dev = cuda::Device::open(ordinal, opts)?;
+        Ok(Engine::make(
+            Device::Cuda(dev),
+            BackendChoice::Cuda,
+            ordinal,
+            opts,
+            None,
+        ))
+    }
+
+    /// CUDA device 0 when the driver, a device and the kernels are all there; else the
+    /// CPU, with the reason in [`fallback_reason`](Self::fallback_reason). Never panics,
+    /// with or without a driver.
+    #[must_use]
+    pub fn auto() -> Engine {
+        Engine::auto_with(&EngineOptions::default())
+    }
+
+    /// [`Engine::auto`] with options.
+    #[must_use]
+    pub fn auto_with(opts: &EngineOptions) -> Engine {
+        match cuda::Device::open(0, opts) {
+            Ok(dev) => Engine::make(Device::Cuda(dev), BackendChoice::Auto, 0, opts, None),
+            Err(e) => Engine::make(Device::Cpu, BackendChoice::Auto, 0, opts, Some(e.to_string())),
+        }
+    }
+
+    /// Opens what `choice` asks for: `Auto` never fails, `Cuda` fails with the reason.
+    pub fn open(choice: BackendChoice, opts: &EngineOptions) -> Result<Engine> {
+        match choice {
+            BackendChoice::Auto => Ok(Engine::auto_with(opts)),
+            BackendChoice::Cpu => Ok(Engine::cpu()),
+            BackendChoice::Cuda => Engine::cuda_with(0, opts),
+        }
+    }
+
+    /// Opens the same choice again, from scratch (after a device failure, or to retry a
+    /// fallback).
+    pub fn reopen(&self) -> Result<Engine> {
+        let i = &self.inner;
+        match i.choice {
+            BackendChoice::Cuda => Engine::cuda_with(i.ordinal, &i.opts),
+            c => Engine::open(c, &i.opts),
+        }
+    }
+
+    /// Which kind of device runs the work.
+    #[must_use]
+    pub fn kind(&self) -> BackendKind {
+        match &self.inner.device {
+            Device::Cpu => BackendKind::Cpu,
+            Device::Cuda(_) => BackendKind::Cuda,
+        }
+    }
+
+    /// `"cpu"` or `"cuda"`.
     #[must_use]
     pub fn name(&self) -> &'static str {
-        match self {
-            Backend::Cpu => "cpu",
-            Backend::Cuda(_) => "cuda",
-        }
+        self.kind().name()
     }
 
-    /// CUDA when the driver, a device and the CUDA primitives are all there; else the CPU
-    /// with the reason. Never panics, with or without a driver.
+    /// The device ordinal (`None` on the CPU).
     #[must_use]
-    pub fn auto() -> Selected {
-        match std::env::var("CTXPRUNE_BACKEND").ok().as_deref() {
-            Some("cpu") => {
-                return Selected {
-                    backend: Backend::Cpu,
-                    reason: Some("CTXPRUNE_BACKEND=cpu".into()),
-                }
-            }
-            Some("cuda") => {
-                return match Backend::cuda(0) {
-                    Ok(b) => Selected {
-                        backend: b,
-                        reason: None,
-                    },
-                    Err(e) => Selected {
-                        backend: Backend::Cpu,
-                        reason: Some(format!("CTXPRUNE_BACKEND=cuda but {e}")),
-                    },
-                }
-            }
-            _ => {}
-        }
-        match Backend::cuda(0) {
-            Ok(b) => Selected {
-                backend: b,
-                reason: None,
-            },
-            Err(e) => Selected {
-                backend: Backend::Cpu,
-                reason: Some(e.to_string()),
-            },
+    pub fn ordinal(&self) -> Option<usize> {
+        match &self.inner.device {
+            Device::Cpu => None,
+            Device::Cuda(d) => Some(d.ordinal()),
         }
     }
 
-    /// The GPU with this ordinal, or an error saying why it cannot be used.
-    pub fn cuda(ordinal: usize) -> Result<Backend> {
-        #[cfg(feature = "cuda")]
-        {
-            cuda::open(ordinal).map(|()| Backend::Cuda(ordinal))
-        }
-        #[cfg(not(feature = "cuda"))]
-        {
-            let _ = ordinal;
-            Err(Error::Backend {
-                backend: "cuda".into(),
-                msg: "this build has no CUDA support (built without the `cuda` feature)".into(),
-            })
+    /// Why [`Engine::auto`] fell back to the CPU (`None` when nothing was refused).
+    #[must_use]
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.inner.fallback.as_deref()
+    }
+
+    /// One line naming the device (`cpu (8 threads)`, `cuda:0 NVIDIA H200 (sm_90), ...`).
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match &self.inner.device {
+            Device::Cpu => format!("cpu ({} threads)", rayon::current_num_threads()),
+            Device::Cuda(d) => d.describe(),
         }
     }
 
-    /// Resolves a [`BackendChoice`].
-    pub fn choose(choice: BackendChoice) -> Result<Selected> {
-        match choice {
-            BackendChoice::Auto => Ok(Backend::auto()),
-            BackendChoice::Cpu => Ok(Selected {
-                backend: Backend::Cpu,
-                reason: None,
-            }),
-            BackendChoice::Cuda => Backend::cuda(0).map(|b| Selected {
-                backend: b,
-                reason: None,
-            }),
+    /// True when `other` computes on the same device (pools are resident per device).
+    #[must_use]
+    pub fn same_device(&self, other: &Engine) -> bool {
+        self.kind() == other.kind() && self.ordinal() == other.ordinal()
+    }
+
+    pub(crate) fn device(&self) -> &Device {
+        &self.inner.device
+    }
+
+    /// The `N × N` Gram `K[i][j] = kernel(cos(e_i, e_j))` of `e` (as
+    /// [`crate::similarity::gram`] on the CPU; on a GPU through cuBLAS or the crate's tiled
+    /// kernel, f32 agreement within 1e-4 relative).
+    pub fn gram(&self, e: &Embeddings, kernel: Kernel) -> Result<Vec<f32>> {
+        match &self.inner.device {
+            Device::Cpu => crate::similarity::gram(e, kernel),
+            Device::Cuda(d) => cuda::gram(d, e, kernel),
         }
+    }
+
+    /// The Grams of many pools (each as [`Engine::gram`]); on a GPU in one launch.
+    pub fn gram_batched(&self, pools: &[&Embeddings], kernel: Kernel) -> Result<Vec<Vec<f32>>> {
+        match &self.inner.device {
+            Device::Cpu => crate::similarity::gram_batched(pools, kernel),
+            Device::Cuda(d) => cuda::gram_batched(d, pools, kernel),
+        }
+    }
+
+    /// Makes unit rows (with their exact inverse norms) resident where this engine
+    /// computes: nothing to do on the CPU, an upload on a GPU.
+    pub(crate) fn resident(&self, unit: &Embeddings, inv: &[f64]) -> Result<Resident> {
+        match &self.inner.device {
+            Device::Cpu => Ok(Resident::Host),
+            Device::Cuda(d) => cuda::upload_rows(d, unit, inv).map(|r| Resident::Cuda(Box::new(r))),
+        }
+    }
+
+    /// The device picker for greedy `kind` over `rows`, or `None` when this engine runs
+    /// greedy steps on the CPU's lazy heap (the caller builds that one).
+    pub(crate) fn greedy_picker<'a>(
+        &self,
+        kind: picker::PickerKind,
+        rows: &picker::Rows<'a>,
+        inputs: &picker::PickerInputs<'_>,
+    ) -> Result<Option<Box<dyn picker::Picker + 'a>>> {
+        match (&self.inner.device, rows.resident) {
+            (Device::Cpu, _) => Ok(None),
+            (Device::Cuda(d), Resident::Cuda(dev_rows)) => {
+                cuda::greedy_picker(d, dev_rows, rows, kind, inputs).map(Some)
+            }
+            (Device::Cuda(_), Resident::Host) => Err(not_resident(self)),
+        }
+    }
+
+    /// The GP's pool-sized state for the pool kernel `src` with prior means `mu0`.
+    pub(crate) fn gp_store<'a>(
+        &self,
+        src: &'a gp::PoolKernel<'a>,
+        mu0: Vec<f64>,
+    ) -> Result<Box<dyn gp::GpStore + 'a>> {
+        match (&self.inner.device, src.rows.resident) {
+            (Device::Cpu, _) => Ok(Box::new(cpu::gp::CpuStore::new(src, mu0))),
+            (Device::Cuda(d), Resident::Cuda(dev_rows)) => cuda::gp_store(d, dev_rows, src, &mu0),
+            (Device::Cuda(_), Resident::Host) => Err(not_resident(self)),
+        }
+    }
+}
+
+fn not_resident(e: &Engine) -> Error {
+    Error::invalid(
+        "pool",
+        format!(
+            "the pool is not resident on {}: create it with the engine that uses it",
+            e.describe()
+        ),
+    )
+}
+
+/// Where a pool's rows live besides the host.
+pub(crate) enum Resident {
+    /// Only on the host (CPU engines, and borrowed rows of the free functions).
+    Host,
+    /// Also on a CUDA device.
+    Cuda(Box<cuda::DevRows>),
+}
+
+/// Compiles every CUDA kernel for each architecture in `archs` (`"sm_80"` or
+/// `"compute_80"`), without a GPU: the proof `ctxprune kernels` prints. Fails on any
+/// compile error; warnings are in the report (the CLI fails on them).
+pub fn compile_kernels(archs: &[String], opts: &EngineOptions) -> Result<report::KernelsReport> {
+    cuda::compile_kernels(archs, opts)
+}
+
+fn no_device(engine: &Engine) -> Error {
+    Error::DeviceUnavailable {
+        backend: "cuda".into(),
+        msg: format!(
+            "gpu-check needs a CUDA device; this engine runs on the CPU{}",
+            engine
+                .fallback_reason()
+                .map_or(String::new(), |r| format!(" ({r})"))
+        ),
+    }
+}
+
+/// The device half of `ctxprune gpu-check` on `engine`: every device primitive against
+/// the CPU on random inputs from `rng`, into `rep`. A CPU engine has no device to check:
+/// an error.
+pub fn device_checks(
+    engine: &Engine,
+    rng: &mut crate::rng::Rng,
+    rep: &mut report::CheckReport,
+) -> Result<()> {
+    match engine.device() {
+        Device::Cpu => Err(no_device(engine)),
+        Device::Cuda(d) => {
+            rep.device = cuda::check::header(d);
+            cuda::check::primitives(d, rng, rep)
+        }
+    }
+}
+
+/// The device-level timing rows of `ctxprune gpu-check` (copy bandwidth, GEMM rates, the
+/// Gram, greedy steps on a resident pool, batched MMR), into `rep`.
+pub fn device_timings(
+    engine: &Engine,
+    rng: &mut crate::rng::Rng,
+    rep: &mut report::CheckReport,
+) -> Result<()> {
+    match engine.device() {
+        Device::Cpu => Err(no_device(engine)),
+        Device::Cuda(d) => cuda::check::timings(d, rng, rep),
     }
 }

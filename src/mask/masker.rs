@@ -12,6 +12,7 @@
 use super::{Trajectory, Turn};
 use crate::tokens::TokenCounter;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Masking options; [`MaskConfig::default`] is the paper's rule (K = 5, errors kept).
 #[derive(Clone, Debug, PartialEq)]
@@ -76,31 +77,60 @@ pub struct MaskStats {
     pub rolling_input_tokens_unmasked: usize,
 }
 
-/// A masker with a token counter and a cache of earlier counts (keyed by message, block
-/// and text length: agents append, so earlier entries are counted once).
-pub struct Masker<'c> {
+/// A masker: the options and a shared token counter (`Clone + Send + Sync`; one per
+/// service). Each conversation gets its own [`MaskSession`], which caches token counts.
+#[derive(Clone)]
+pub struct Masker {
     /// Options.
     pub cfg: MaskConfig,
-    counter: &'c dyn TokenCounter,
-    cache: HashMap<(usize, Option<usize>, usize), usize>,
+    counter: Arc<dyn TokenCounter>,
 }
 
-impl<'c> Masker<'c> {
+impl std::fmt::Debug for Masker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Masker")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Masker {
     /// A masker counting with `counter`.
-    pub fn new(cfg: MaskConfig, counter: &'c dyn TokenCounter) -> Self {
-        Masker {
-            cfg,
-            counter,
+    pub fn new(cfg: MaskConfig, counter: Arc<dyn TokenCounter>) -> Self {
+        Masker { cfg, counter }
+    }
+
+    /// A session for one conversation (an append-only trajectory): its token counts are
+    /// cached by message, so re-planning after each turn pays only for what is new.
+    #[must_use]
+    pub fn session(&self) -> MaskSession {
+        MaskSession {
+            masker: self.clone(),
             cache: HashMap::new(),
         }
     }
 
-    fn count(&mut self, key: (usize, Option<usize>), text: &str) -> usize {
-        let c = self.counter;
-        *self
-            .cache
-            .entry((key.0, key.1, text.len()))
-            .or_insert_with(|| c.count(text))
+    /// [`MaskSession::plan`] on a fresh session.
+    #[must_use]
+    pub fn plan(&self, traj: &Trajectory) -> (Vec<(super::Loc, String)>, MaskStats) {
+        self.session().plan(traj)
+    }
+
+    /// [`MaskSession::mask`] on a fresh session.
+    pub fn mask(&self, traj: &mut Trajectory) -> MaskStats {
+        self.session().mask(traj)
+    }
+
+    /// [`MaskSession::plan_semantic`] on a fresh session.
+    pub fn plan_semantic(
+        &self,
+        traj: &Trajectory,
+        embeddings: &crate::embeddings::Embeddings,
+        method: crate::select::Method,
+        tau: f64,
+        query: Option<&[f32]>,
+    ) -> crate::error::Result<(Vec<(super::Loc, String)>, usize)> {
+        self.session().plan_semantic(traj, embeddings, method, tau, query)
     }
 
     /// Whether call `(i, k)` may be masked at all (errors, first observation, tool lists).
@@ -132,6 +162,25 @@ impl<'c> Masker<'c> {
             .replace("{tokens}", &tokens.to_string())
             .replace("{lines}", &lines.to_string())
     }
+}
+
+/// One conversation's masking state: the masker and the token counts seen so far (keyed by
+/// message, block and text length: agents append, so earlier entries are counted once).
+/// Do not reuse a session across conversations: start a new one with
+/// [`Masker::session`].
+pub struct MaskSession {
+    masker: Masker,
+    cache: HashMap<(usize, Option<usize>, usize), usize>,
+}
+
+impl MaskSession {
+    fn count(&mut self, key: (usize, Option<usize>), text: &str) -> usize {
+        let c = &self.masker.counter;
+        *self
+            .cache
+            .entry((key.0, key.1, text.len()))
+            .or_insert_with(|| c.count(text))
+    }
 
     /// Decides what to mask in `traj` (as at its latest turn) without changing it:
     /// the placeholders to write and the accounting. Token counts of messages and
@@ -143,7 +192,7 @@ impl<'c> Masker<'c> {
         let mut msg_tokens = Vec::with_capacity(msgs.len());
         for (m, v) in msgs.iter().enumerate() {
             let len = message_len(v);
-            let c = self.counter;
+            let c = &self.masker.counter;
             let n = *self
                 .cache
                 .entry((m, None, len))
@@ -161,10 +210,10 @@ impl<'c> Masker<'c> {
                 let n = c.observation.map_or(0, |l| {
                     self.count((l.message, Some(l.block.unwrap_or(usize::MAX))), &c.text)
                 });
-                if self.eligible(turns, i, k) {
-                    let ph = self.placeholder(&c.tool, &c.args, n, c.lines);
+                if self.masker.eligible(turns, i, k) {
+                    let ph = self.masker.placeholder(&c.tool, &c.args, n, c.lines);
                     let loc = c.observation.map_or((0, None), |l| (l.message, l.block));
-                    let pc = self.counter;
+                    let pc = &self.masker.counter;
                     let key = (loc.0, Some(usize::MAX - 1 - loc.1.unwrap_or(0)), ph.len());
                     let pn = *self.cache.entry(key).or_insert_with(|| pc.count(&ph));
                     raw[i] += n;
@@ -188,7 +237,9 @@ impl<'c> Masker<'c> {
         }
         // Masking acts at time `i` when triggered and enough would be cleared.
         let acts = |b: usize, ctx: usize| {
-            self.cfg.trigger_tokens.is_none_or(|n| ctx > n) && pre_raw[b] >= self.cfg.clear_at_least && b > 0
+            self.masker.cfg.trigger_tokens.is_none_or(|n| ctx > n)
+                && pre_raw[b] >= self.masker.cfg.clear_at_least
+                && b > 0
         };
         let total = prefix[msgs.len()];
         let mut stats = MaskStats {
@@ -198,12 +249,12 @@ impl<'c> Masker<'c> {
         };
         for (i, tr) in turns.iter().enumerate() {
             let ctx = prefix[tr.message];
-            let b = self.boundary(i);
+            let b = self.masker.boundary(i);
             let saved = if acts(b, ctx) { pre_net[b] } else { 0 };
             stats.rolling_input_tokens += (ctx as i64 - saved).max(0) as usize;
             stats.rolling_input_tokens_unmasked += ctx;
         }
-        let b = self.boundary(t);
+        let b = self.masker.boundary(t);
         let on = acts(b, total);
         let mut edits = Vec::new();
         for (i, tr) in turns.iter().enumerate() {

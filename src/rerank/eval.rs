@@ -8,16 +8,22 @@
 //! order (`cos(x, q) + N(0, 0.05²)`), which is the pool's row order.
 
 use super::metrics::ncg;
-use super::{rerank, Acquisition, DenseKernel, Method, Precomputed, Prior, RerankConfig};
+use super::{Acquisition, KernelChoice, Method, Precomputed, Prior, RerankConfig, Reranker};
+use crate::backend::Engine;
 use crate::embeddings::Embeddings;
 use crate::error::Result;
+use crate::pool::Pool;
 use crate::rng::Rng;
 use crate::similarity::{Kernel, KernelKind};
 
 /// One generated problem.
 pub struct Problem {
-    /// The pool's kernel (rows in MIPS order).
-    pub kernel: DenseKernel,
+    /// The pool (rows in MIPS order), on the CPU engine.
+    pub pool: Pool,
+    /// The query (unit).
+    pub query: Vec<f32>,
+    /// The GP's kernel (vMF, median heuristic).
+    pub kernel: Kernel,
     /// Oracle scores in `[0, 1]`, in pool order.
     pub oracle: Vec<f64>,
     /// Graded labels 0–3, in pool order.
@@ -78,10 +84,10 @@ pub fn generate(n: usize, d: usize, seed: u64) -> Result<Problem> {
         .iter()
         .map(|&i| docs[i].iter().map(|&v| v as f32).collect())
         .collect();
-    let mut e = Embeddings::from_rows(&rows, "eval")?;
-    e.normalize()?;
-    let qf: Vec<f32> = q.iter().map(|&v| v as f32).collect();
-    let kernel = DenseKernel::build(&e, &qf, Kernel::with_median_heuristic(KernelKind::Vmf, &e)?)?;
+    let e = Embeddings::from_rows(&rows, "eval")?;
+    let pool = Pool::new(&Engine::cpu(), e)?;
+    let query: Vec<f32> = q.iter().map(|&v| v as f32).collect();
+    let kernel = Kernel::from_median(KernelKind::Vmf, pool.median_one_minus_cos()?);
     let oracle = order
         .iter()
         .map(|&i| (rel[i] + 0.05 * rng.normal()).clamp(0.0, 1.0))
@@ -96,6 +102,8 @@ pub fn generate(n: usize, d: usize, seed: u64) -> Result<Problem> {
         })
         .collect();
     Ok(Problem {
+        pool,
+        query,
         kernel,
         oracle,
         labels,
@@ -201,8 +209,10 @@ pub fn run(
                     cfg.prior = v.prior;
                     cfg.acquisition = v.acquisition;
                     cfg.beta0 = v.beta0;
+                    cfg.kernel = KernelChoice::Fixed(prob.kernel);
                     let mut o = Precomputed::new(prob.oracle.clone(), b.min(n))?;
-                    let r = rerank(&cfg, &prob.kernel, &mut o)?;
+                    let r =
+                        Reranker::new(prob.pool.engine(), cfg)?.rerank(&prob.pool, &prob.query, &mut o)?;
                     sums[slot].0 += ncg(&r.selected, &prob.oracle);
                     sums[slot].1 += ncg(&r.selected, &prob.labels);
                     slot += 1;

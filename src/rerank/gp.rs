@@ -9,22 +9,14 @@
 //! scaled row of `V` per observation and the re-standardisation costs nothing. Appending
 //! one observation costs O(t N) (the new row of `V`); `B` calls cost O(B² N), not the
 //! paper's O(B³ N).
+//!
+//! This file keeps the small state (the Cholesky factor `L` of the observed block, the
+//! observations, the jitter ladder); the pool-sized state (`V`, `colsq`, `a`, `b`) lives in
+//! a [`GpStore`] on the engine's device, and kernel rows are read on demand
+//! ([`KernelRows`]): no `N × N` matrix anywhere.
 
+pub use crate::backend::gp::{GpStore, KernelRows, PoolKernel};
 use crate::error::{Error, Result};
-
-/// Kernel values the GP reads: rows of `K(pool, pool)` and the query's row.
-pub trait KernelRows: Sync {
-    /// Pool size.
-    fn len(&self) -> usize;
-    /// True for an empty pool.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// `out[i] = K(j, i)` for every pool item `i`.
-    fn row(&self, j: usize, out: &mut [f64]);
-    /// `out[i] = K(query, i)`.
-    fn query_row(&self, out: &mut [f64]);
-}
 
 /// The jitter ladder of SPEC §3: tried in order when a factorisation fails; after the
 /// last, a pseudo-inverse.
@@ -39,32 +31,20 @@ struct Obs {
 }
 
 /// The incremental posterior.
-pub struct Gp<'k, K: KernelRows> {
-    kernel: &'k K,
+pub struct Gp<'k> {
+    rows: &'k dyn KernelRows,
+    store: Box<dyn GpStore + 'k>,
     n: usize,
     mu0: Vec<f64>,
     jitter_step: usize,
     obs: Vec<Obs>,
     /// Lower-triangular factor of `K_AA + jitter I`, row by row.
     l: Vec<Vec<f64>>,
-    /// `V = L^{-1} K(A, pool)`, row-major `t × n`, stored in f32: each new row is
-    /// computed in f64 (and feeds `colsq`, `a`, `b` in f64) and rounded once for storage,
-    /// halving the memory the O(t N) update streams. Posteriors then agree with a dense
-    /// f64 refit to ~1e-6 (tested at 1e-5).
-    v: Vec<f32>,
-    colsq: Vec<f64>,
     ur: Vec<f64>,
     u1: Vec<f64>,
-    a: Vec<f64>,
-    b: Vec<f64>,
     /// Set once the jitter ladder is exhausted: posterior recomputed densely from a
     /// pseudo-inverse at every step.
     pinv: Option<Dense>,
-    scratch: Vec<f64>,
-    /// `V`, `colsq`, `a`, `b` on a GPU instead ([`Gp::on_device`]): each append is one
-    /// launch over the pool; `colsq`, `a`, `b` are copied back for the posterior.
-    #[cfg(feature = "cuda")]
-    dev: Option<crate::backend::cuda::ops::GpDev>,
 }
 
 /// Posterior moments from the pseudo-inverse fallback: `a`, `b` as in the incremental
@@ -75,45 +55,47 @@ struct Dense {
     b: Vec<f64>,
 }
 
-impl<'k, K: KernelRows> Gp<'k, K> {
-    /// A GP over `kernel`'s pool with prior mean `mu0` (one per item) and the query as a
-    /// zero-cost observation `y = 1` with prior mean `mu0_query`.
-    pub fn new(kernel: &'k K, mu0: Vec<f64>, mu0_query: f64) -> Result<Self> {
-        let n = kernel.len();
-        if mu0.len() != n {
+impl<'k> Gp<'k> {
+    /// A GP over `rows`'s pool on the CPU with prior mean `mu0` (one per item) and the
+    /// query as a zero-cost observation `y = 1` with prior mean `mu0_query`.
+    pub fn new(rows: &'k dyn KernelRows, mu0: Vec<f64>, mu0_query: f64) -> Result<Self> {
+        let store = Box::new(crate::backend::cpu::gp::CpuStore::new(rows, mu0.clone()));
+        Gp::with_store(rows, store, mu0, mu0_query)
+    }
+
+    /// [`Gp::new`] with the pool-sized state in `store` (an engine's; its prior means must
+    /// be `mu0`).
+    pub fn with_store(
+        rows: &'k dyn KernelRows,
+        store: Box<dyn GpStore + 'k>,
+        mu0: Vec<f64>,
+        mu0_query: f64,
+    ) -> Result<Self> {
+        let n = rows.len();
+        if mu0.len() != n || store.len() != n {
             return Err(Error::invalid(
                 "mu0",
-                format!("{} prior means for a pool of {n}", mu0.len()),
+                format!(
+                    "{} prior means and a store of {} for a pool of {n}",
+                    mu0.len(),
+                    store.len()
+                ),
             ));
         }
         let mut gp = Gp {
-            kernel,
+            rows,
+            store,
             n,
             mu0,
             jitter_step: 0,
             obs: Vec::new(),
             l: Vec::new(),
-            v: Vec::new(),
-            colsq: vec![0.0; n],
             ur: Vec::new(),
             u1: Vec::new(),
-            a: vec![0.0; n],
-            b: vec![0.0; n],
             pinv: None,
-            scratch: vec![0.0; n],
-            #[cfg(feature = "cuda")]
-            dev: None,
         };
         gp.push(None, 1.0 - mu0_query)?;
         Ok(gp)
-    }
-
-    /// Moves the pool-sized state to a GPU: the observations so far are replayed there.
-    #[cfg(feature = "cuda")]
-    pub fn on_device(&mut self, dev: std::sync::Arc<crate::backend::cuda::Device>) -> Result<()> {
-        self.dev = Some(crate::backend::cuda::ops::GpDev::new(dev, self.n)?);
-        let all = std::mem::take(&mut self.obs);
-        self.rebuild(all, self.jitter_step)
     }
 
     /// The jitter in force (`None` once on the pseudo-inverse).
@@ -143,12 +125,11 @@ impl<'k, K: KernelRows> Gp<'k, K> {
         self.push(Some(j), r)
     }
 
-    fn kernel_row(&mut self, idx: Option<usize>) -> Vec<f64> {
-        let mut row = std::mem::take(&mut self.scratch);
-        row.resize(self.n, 0.0);
+    fn kernel_row(&self, idx: Option<usize>) -> Vec<f64> {
+        let mut row = vec![0.0; self.n];
         match idx {
-            Some(j) => self.kernel.row(j, &mut row),
-            None => self.kernel.query_row(&mut row),
+            Some(j) => self.rows.row(j, &mut row),
+            None => self.rows.query_row(&mut row),
         }
         row
     }
@@ -169,25 +150,14 @@ impl<'k, K: KernelRows> Gp<'k, K> {
     }
 
     /// Extends `L`, `V` and the running sums by one observation; false (nothing changed)
-    /// when the new pivot is not positive at the current jitter. Errors only from a GPU.
+    /// when the new pivot is not positive at the current jitter. Errors only from a device.
     fn append(&mut self, o: &Obs) -> Result<bool> {
-        let t = self.l.len();
-        let n = self.n;
         let jitter = JITTERS[self.jitter_step];
         // l = L^{-1} k_A(new): for a pool item, column j of V. The query is always the
         // first observation, so its l is empty.
         let l: Vec<f64> = match o.idx {
-            #[cfg(feature = "cuda")]
-            Some(j) if self.dev.is_some() => match self.dev.as_mut().map(|d| d.column(j)) {
-                Some(Ok(c)) => c,
-                Some(Err(e)) => return Err(e),
-                None => Vec::new(),
-            },
-            Some(j) => (0..t).map(|s| f64::from(self.v[s * n + j])).collect(),
-            None => {
-                debug_assert_eq!(t, 0, "the query is the first observation");
-                Vec::new()
-            }
+            Some(j) => self.store.column(j)?,
+            None => Vec::new(),
         };
         let ll: f64 = l.iter().map(|x| x * x).sum();
         let lnn2 = 1.0 + jitter - ll;
@@ -197,80 +167,25 @@ impl<'k, K: KernelRows> Gp<'k, K> {
         let lnn = lnn2.sqrt();
         let urn = (o.r - l.iter().zip(&self.ur).map(|(a, b)| a * b).sum::<f64>()) / lnn;
         let u1n = (1.0 - l.iter().zip(&self.u1).map(|(a, b)| a * b).sum::<f64>()) / lnn;
-        let mut row = self.kernel_row(o.idx);
-        #[cfg(feature = "cuda")]
-        if let Some(dev) = self.dev.as_mut() {
-            dev.append(&row, &l, lnn, urn, u1n)?;
-            dev.sums_into(&mut self.colsq, &mut self.a, &mut self.b)?;
-            self.scratch = row;
-            self.finish_append(l, lnn, urn, u1n, o);
-            return Ok(true);
-        }
-        // row = (K(new, pool) - l^T V) / l_nn, then colsq, a, b, and the stored f32 row, in
-        // one pass over column chunks on every core.
-        self.v.resize((t + 1) * n, 0.0);
-        {
-            use rayon::prelude::*;
-            const CH: usize = 512;
-            let (old, new) = self.v.split_at_mut(t * n);
-            let old: &[f32] = old;
-            row.par_chunks_mut(CH)
-                .zip(new.par_chunks_mut(CH))
-                .zip(self.colsq.par_chunks_mut(CH))
-                .zip(self.a.par_chunks_mut(CH).zip(self.b.par_chunks_mut(CH)))
-                .enumerate()
-                .for_each(|(c, (((out, vnew), cs), (aa, bb)))| {
-                    let c0 = c * CH;
-                    let len = out.len();
-                    let seg = |s: usize| &old[s * n + c0..s * n + c0 + len];
-                    let mut s = 0;
-                    while s + 4 <= l.len() {
-                        let ls = [l[s], l[s + 1], l[s + 2], l[s + 3]];
-                        crate::backend::cpu::sub_ltv4(ls, seg(s), seg(s + 1), seg(s + 2), seg(s + 3), out);
-                        s += 4;
-                    }
-                    for (k, &ls) in l.iter().enumerate().skip(s) {
-                        crate::backend::cpu::axpy_mixed(-ls, seg(k), out);
-                    }
-                    for i in 0..out.len() {
-                        let x = out[i] / lnn;
-                        out[i] = x;
-                        vnew[i] = x as f32;
-                        cs[i] += x * x;
-                        aa[i] += urn * x;
-                        bb[i] += u1n * x;
-                    }
-                });
-        }
-        self.scratch = row;
-        self.finish_append(l, lnn, urn, u1n, o);
-        Ok(true)
-    }
-
-    fn finish_append(&mut self, mut lrow: Vec<f64>, lnn: f64, urn: f64, u1n: f64, o: &Obs) {
+        self.store.append(o.idx, &l, lnn, urn, u1n)?;
+        let mut lrow = l;
         lrow.push(lnn);
         self.l.push(lrow);
         self.ur.push(urn);
         self.u1.push(u1n);
         self.obs.push(o.clone());
+        Ok(true)
     }
 
     /// Refactors all observations from scratch, from jitter rung `step` up; past the last
     /// rung, the pseudo-inverse.
     fn rebuild(&mut self, all: Vec<Obs>, mut step: usize) -> Result<()> {
         loop {
-            #[cfg(feature = "cuda")]
-            if let Some(d) = self.dev.as_mut() {
-                d.reset()?;
-            }
+            self.store.reset()?;
             self.l.clear();
-            self.v.clear();
             self.ur.clear();
             self.u1.clear();
             self.obs.clear();
-            self.colsq.iter_mut().for_each(|x| *x = 0.0);
-            self.a.iter_mut().for_each(|x| *x = 0.0);
-            self.b.iter_mut().for_each(|x| *x = 0.0);
             self.jitter_step = step;
             if step >= JITTERS.len() {
                 self.obs = all;
@@ -354,18 +269,32 @@ impl<'k, K: KernelRows> Gp<'k, K> {
 
     /// Posterior mean and variance of every pool item, in oracle units (SPEC §3; scored
     /// items are not special-cased here: callers replace them by their observations).
-    pub fn posterior(&self, mean: &mut [f64], var: &mut [f64]) {
+    pub fn posterior(&mut self, mean: &mut [f64], var: &mut [f64]) -> Result<()> {
+        crate::backend::gp::check_len("mean", mean.len(), self.n)?;
+        crate::backend::gp::check_len("var", var.len(), self.n)?;
         let (m, s) = self.standardisation();
-        let (a, b, vz): (&[f64], &[f64], Option<&[f64]>) = match &self.pinv {
-            Some(d) => (&d.a, &d.b, Some(&d.var_z)),
-            None => (&self.a, &self.b, None),
-        };
-        for i in 0..self.n {
-            // Grouped so structurally equal means stay bit-equal (zero prior, query only:
-            // a == b and m == 1, so every mean is exactly 1 and ties go to MIPS order).
-            mean[i] = (self.mu0[i] + m) + (a[i] - m * b[i]);
-            let vzi = vz.map_or(1.0 - self.colsq[i], |v| v[i]);
-            var[i] = s * s * vzi.max(0.0);
+        match &self.pinv {
+            Some(d) => {
+                for i in 0..self.n {
+                    mean[i] = (self.mu0[i] + m) + (d.a[i] - m * d.b[i]);
+                    var[i] = s * s * d.var_z[i].max(0.0);
+                }
+                Ok(())
+            }
+            None => self.store.posterior(m, s, mean, var),
         }
+    }
+
+    /// GP-UCB's pick: the unscored item with the largest `mean + sqrt(beta) sigma`, ties
+    /// to the lower index (on the store's device).
+    pub fn ucb(&mut self, scored: &[bool], beta: f64) -> Result<Option<usize>> {
+        crate::backend::gp::check_len("scored", scored.len(), self.n)?;
+        if self.pinv.is_some() {
+            let (mut mean, mut var) = (vec![0.0; self.n], vec![0.0; self.n]);
+            self.posterior(&mut mean, &mut var)?;
+            return Ok(crate::backend::gp::ucb_argmax(&mean, &var, scored, beta));
+        }
+        let (m, s) = self.standardisation();
+        self.store.ucb_pick(m, s, scored, beta)
     }
 }

@@ -113,11 +113,13 @@ impl HttpOracle {
         };
         let body = body.to_string();
         let url = &self.cfg.url;
-        let fail = |msg: String| Error::Backend {
-            backend: format!("oracle {url}"),
+        let fail = |status: Option<u16>, msg: String| Error::Oracle {
+            oracle: url.clone(),
+            status,
             msg,
         };
         let mut last = String::new();
+        let mut last_status = None;
         for attempt in 0..=self.cfg.retries {
             if attempt > 0 {
                 std::thread::sleep(Duration::from_millis(100 << (attempt - 1).min(6)));
@@ -131,6 +133,7 @@ impl HttpOracle {
                 Ok(r) => r,
                 Err(e) => {
                     last = format!("request failed: {e}");
+                    last_status = None;
                     continue;
                 }
             };
@@ -138,21 +141,28 @@ impl HttpOracle {
             let text = resp
                 .into_body()
                 .read_to_string()
-                .map_err(|e| fail(format!("reading the response: {e}")));
+                .map_err(|e| fail(Some(status), format!("reading the response: {e}")));
             if status == 429 || status >= 500 {
-                last = format!("HTTP {status}");
+                last = "server error".to_string();
+                last_status = Some(status);
                 continue;
             }
             let text = text?;
             if status >= 400 {
-                return Err(fail(format!(
-                    "HTTP {status}: {}",
-                    text.chars().take(200).collect::<String>()
-                )));
+                return Err(fail(
+                    Some(status),
+                    text.chars()
+                        .take(200)
+                        .collect::<String>()
+                        .replace(['\n', '\r'], " "),
+                ));
             }
-            return parse(self.cfg.api, &text, items.len()).map_err(fail);
+            return parse(self.cfg.api, &text, items.len()).map_err(|m| fail(None, m));
         }
-        Err(fail(format!("{last} (after {} attempts)", self.cfg.retries + 1)))
+        Err(fail(
+            last_status,
+            format!("{last} (after {} attempts)", self.cfg.retries + 1),
+        ))
     }
 }
 
@@ -323,10 +333,14 @@ impl BatchQueue {
                         }
                     }
                     Err(e) => {
-                        let msg = e.to_string();
+                        let (oracle, status, msg) = match e {
+                            Error::Oracle { oracle, status, msg } => (oracle, status, msg),
+                            other => ("batch".to_string(), None, other.to_string()),
+                        };
                         for (_, reply) in batch {
-                            let _ = reply.send(Err(Error::Backend {
-                                backend: "oracle batch".into(),
+                            let _ = reply.send(Err(Error::Oracle {
+                                oracle: oracle.clone(),
+                                status,
                                 msg: msg.clone(),
                             }));
                         }
@@ -347,13 +361,12 @@ impl BatchQueue {
 impl Oracle for BatchHandle {
     fn score(&mut self, items: &[usize]) -> Result<Vec<f64>> {
         let (tx, rx) = mpsc::channel();
-        self.tx.send((items.to_vec(), tx)).map_err(|_| Error::Backend {
-            backend: "oracle batch".into(),
+        let stopped = || Error::Oracle {
+            oracle: "batch".into(),
+            status: None,
             msg: "the batching queue has stopped".into(),
-        })?;
-        rx.recv().map_err(|_| Error::Backend {
-            backend: "oracle batch".into(),
-            msg: "the batching queue has stopped".into(),
-        })?
+        };
+        self.tx.send((items.to_vec(), tx)).map_err(|_| stopped())?;
+        rx.recv().map_err(|_| stopped())?
     }
 }

@@ -23,62 +23,17 @@ pub mod metrics;
 pub mod oracle;
 pub mod plot;
 
-use crate::embeddings::Embeddings;
+use crate::backend::{BackendKind, Engine};
 use crate::error::{Error, Result};
-use crate::similarity::Kernel;
-use gp::{Gp, KernelRows};
+use crate::pool::Pool;
+use crate::similarity::{Kernel, KernelKind};
+use gp::{Gp, KernelRows, PoolKernel};
 pub use oracle::{Oracle, Precomputed};
 
-/// The pool's kernel, precomputed: `K(pool, pool)` (f32, `N × N`) and `K(query, pool)`.
-pub struct DenseKernel {
-    n: usize,
-    k: Vec<f32>,
-    q: Vec<f32>,
-}
-
-impl DenseKernel {
-    /// Builds the kernel of `pool` (rows in MIPS order) and `query`.
-    pub fn build(pool: &Embeddings, query: &[f32], kernel: Kernel) -> Result<Self> {
-        Self::build_on(pool, query, kernel, &crate::backend::Backend::Cpu)
-    }
-
-    /// [`build`](Self::build) with the Gram computed on `backend`.
-    pub fn build_on(
-        pool: &Embeddings,
-        query: &[f32],
-        kernel: Kernel,
-        backend: &crate::backend::Backend,
-    ) -> Result<Self> {
-        pool.check_dim(query.len(), "query vs pool")?;
-        let k = crate::similarity::gram_on(pool, kernel, backend)?;
-        let inv = pool.inv_norms()?;
-        let qn = crate::embeddings::unit_vector(query, "query")?;
-        let mut q: Vec<f32> = (0..pool.rows())
-            .map(|i| (crate::backend::cpu::dot(pool.row(i), &qn) * inv[i]) as f32)
-            .collect();
-        kernel.apply_slice(&mut q);
-        Ok(DenseKernel { n: pool.rows(), k, q })
-    }
-
-    /// `K(i, j)`.
-    #[must_use]
-    pub fn get(&self, i: usize, j: usize) -> f32 {
-        self.k[i * self.n + j]
-    }
-}
-
-impl KernelRows for DenseKernel {
-    fn len(&self) -> usize {
-        self.n
-    }
-    fn row(&self, j: usize, out: &mut [f64]) {
-        out.iter_mut()
-            .zip(&self.k[j * self.n..(j + 1) * self.n])
-            .for_each(|(o, &v)| *o = f64::from(v));
-    }
-    fn query_row(&self, out: &mut [f64]) {
-        out.iter_mut().zip(&self.q).for_each(|(o, &v)| *o = f64::from(v));
-    }
+/// The pool's kernel read on demand (rows of `K(pool, pool)` computed when asked, the
+/// query's row once): what the GP and RGS read, and what tests refit densely against.
+pub fn kernel_rows<'p>(pool: &'p Pool, query: &[f32], kernel: Kernel) -> Result<PoolKernel<'p>> {
+    PoolKernel::new(pool.rows(), query, kernel)
 }
 
 /// Which selector.
@@ -143,6 +98,16 @@ pub enum Acquisition {
     Ucb,
 }
 
+/// How the GP's kernel is chosen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KernelChoice {
+    /// This family with its bandwidth from the median heuristic over the pool (SPEC §3;
+    /// exact up to 200,000 pairs, else a fixed-seed sample of that many pairs).
+    Median(KernelKind),
+    /// This kernel as given.
+    Fixed(Kernel),
+}
+
 /// A budgeted top-k run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RerankConfig {
@@ -162,8 +127,9 @@ pub struct RerankConfig {
     pub graph_degree: usize,
     /// RGS heap cap `L_s`. By default 64.
     pub heap_cap: usize,
-    /// Where the GP's pool-sized updates run (BoundaryMORPH, BAGEL). By default the CPU.
-    pub backend: crate::backend::Backend,
+    /// The GP's kernel (and RGS's neighbourhoods). By default vMF with the median
+    /// heuristic's `kappa`.
+    pub kernel: KernelChoice,
 }
 
 impl RerankConfig {
@@ -179,7 +145,7 @@ impl RerankConfig {
             beta0: 1.0,
             graph_degree: 16,
             heap_cap: 64,
-            backend: crate::backend::Backend::Cpu,
+            kernel: KernelChoice::Median(KernelKind::Vmf),
         }
     }
 }
@@ -193,8 +159,13 @@ pub struct Reranked {
     pub scored: Vec<usize>,
     /// Their scores, in the same order.
     pub scores: Vec<f64>,
-    /// Notes for the caller (a budget capped at the pool size, an early stop).
+    /// The kernel the GP used.
+    pub kernel: Kernel,
+    /// Notes for the caller (a budget capped at the pool size, an early stop, a step that
+    /// ran on the CPU).
     pub notes: Vec<String>,
+    /// Where the GP's pool-sized work ran.
+    pub backend: BackendKind,
 }
 
 /// Ranking by (value desc, MIPS position asc).
@@ -204,119 +175,183 @@ fn rank(values: &[f64]) -> Vec<usize> {
     o
 }
 
-/// Runs `cfg` over a pool of `kernel.len()` items with `oracle`.
-pub fn rerank(cfg: &RerankConfig, kernel: &DenseKernel, oracle: &mut dyn Oracle) -> Result<Reranked> {
-    let n = kernel.len();
-    if n == 0 {
-        return Err(Error::Empty("pool".into()));
+/// A [`RerankConfig`] checked once and bound to an engine: `rerank` from any thread over
+/// resident pools, each call with its own query and oracle.
+///
+/// ```
+/// use ctxprune::{Embeddings, Engine, Pool};
+/// use ctxprune::rerank::{Method, Precomputed, RerankConfig, Reranker};
+/// let engine = Engine::cpu();
+/// let rows: Vec<f32> = (0..40).map(|i| ((i * 7 % 11) as f32) - 5.0 + (i % 4) as f32 * 0.1).collect();
+/// let pool = Pool::new(&engine, Embeddings::new(10, 4, rows, "docs")?)?;
+/// let scores: Vec<f64> = (0..10).map(|i| (10 - i) as f64 / 10.0).collect();
+/// let r = Reranker::new(&engine, RerankConfig::new(Method::BoundaryMorph, 5, 3))?;
+/// let out = r.rerank(&pool, &[1.0, 0.0, 0.0, 0.0], &mut Precomputed::new(scores, 5)?)?;
+/// assert_eq!(out.selected.len(), 3);
+/// assert!(out.scored.len() <= 5);
+/// # Ok::<(), ctxprune::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Reranker {
+    engine: Engine,
+    cfg: RerankConfig,
+}
+
+impl Reranker {
+    /// Checks `cfg` and binds it to `engine`.
+    pub fn new(engine: &Engine, cfg: RerankConfig) -> Result<Reranker> {
+        if cfg.capacity == 0 {
+            return Err(Error::invalid("capacity", "must be at least 1"));
+        }
+        if !(cfg.beta0.is_finite() && cfg.beta0 >= 0.0) {
+            return Err(Error::invalid(
+                "beta0",
+                format!("must be finite and >= 0, got {}", cfg.beta0),
+            ));
+        }
+        if cfg.graph_degree == 0 {
+            return Err(Error::invalid("graph-degree", "must be at least 1"));
+        }
+        if cfg.heap_cap == 0 {
+            return Err(Error::invalid("heap-cap", "must be at least 1"));
+        }
+        if let KernelChoice::Fixed(k) = cfg.kernel {
+            k.validate()?;
+        }
+        Ok(Reranker {
+            engine: engine.clone(),
+            cfg,
+        })
     }
-    if cfg.capacity == 0 || cfg.capacity > n {
-        return Err(Error::invalid(
-            "capacity",
-            format!("must be in 1..={n} (the pool), got {}", cfg.capacity),
-        ));
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &RerankConfig {
+        &self.cfg
     }
-    if !(cfg.beta0.is_finite() && cfg.beta0 >= 0.0) {
-        return Err(Error::invalid(
-            "beta0",
-            format!("must be finite and >= 0, got {}", cfg.beta0),
-        ));
-    }
-    let mut notes = Vec::new();
-    let budget = if cfg.budget > n {
-        notes.push(format!(
-            "budget {} is larger than the pool; capped at {n}",
+
+    /// Chooses `capacity` documents of `pool` (rows in MIPS order, row 0 = MIPS top-1) for
+    /// `query`, calling `oracle` at most `budget` times.
+    pub fn rerank(&self, pool: &Pool, query: &[f32], oracle: &mut dyn Oracle) -> Result<Reranked> {
+        let cfg = &self.cfg;
+        pool.check_engine(&self.engine, "reranker")?;
+        let n = pool.len();
+        if cfg.capacity > n {
+            return Err(Error::invalid(
+                "capacity",
+                format!("must be in 1..={n} (the pool), got {}", cfg.capacity),
+            ));
+        }
+        let kernel = match cfg.kernel {
+            KernelChoice::Fixed(k) => k,
+            KernelChoice::Median(kind) => Kernel::from_median(kind, pool.median_one_minus_cos()?),
+        };
+        let src = kernel_rows(pool, query, kernel)?;
+        let mut notes = Vec::new();
+        let budget = if cfg.budget > n {
+            notes.push(format!(
+                "budget {} is larger than the pool; capped at {n}",
+                cfg.budget
+            ));
+            n
+        } else {
             cfg.budget
-        ));
-        n
-    } else {
-        cfg.budget
-    };
-    let mut run = Run {
-        n,
-        scored: Vec::new(),
-        scores: Vec::new(),
-        y: vec![None; n],
-        oracle,
-    };
-    let final_values: Vec<f64> = match cfg.method {
-        Method::SingleStage => {
-            let top: Vec<usize> = (0..budget).collect();
-            run.call(&top)?;
-            // Scored items above the tail, by score; the tail in MIPS order.
-            (0..n)
-                .map(|i| run.y[i].map_or(-1.0 - i as f64 / n as f64, |y| 1.0 + y))
-                .collect()
-        }
-        Method::Rgs => {
-            rgs(
-                &mut run,
-                kernel,
-                budget,
-                cfg.graph_degree.max(1),
-                cfg.heap_cap.max(1),
-            )?;
-            (0..n)
-                .map(|i| run.y[i].map_or(-1.0 - i as f64 / n as f64, |y| 1.0 + y))
-                .collect()
-        }
-        Method::BoundaryMorph | Method::Bagel => {
-            let (prior, acq) = if cfg.method == Method::Bagel {
-                (Prior::Zero, Acquisition::Ucb)
-            } else {
-                (cfg.prior, cfg.acquisition)
-            };
-            let mu0: Vec<f64> = match prior {
-                Prior::Mips if n > 1 => (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect(),
-                Prior::Mips => vec![1.0],
-                Prior::Zero => vec![0.0; n],
-            };
-            let mu0_q = if prior == Prior::Mips { 1.0 } else { 0.0 };
-            let mut gp = Gp::new(kernel, mu0, mu0_q)?;
-            #[cfg(feature = "cuda")]
-            if let crate::backend::Backend::Cuda(ord) = cfg.backend {
-                gp.on_device(crate::backend::cuda::device(ord)?)?;
+        };
+        let mut run = Run {
+            n,
+            scored: Vec::new(),
+            scores: Vec::new(),
+            y: vec![None; n],
+            oracle,
+        };
+        let mut backend = BackendKind::Cpu;
+        let final_values: Vec<f64> = match cfg.method {
+            Method::SingleStage => {
+                let top: Vec<usize> = (0..budget).collect();
+                run.call(&top)?;
+                // Scored items above the tail, by score; the tail in MIPS order.
+                run.scored_above_tail()
             }
-            if cfg.method == Method::Bagel {
-                let warm: Vec<usize> = (0..budget / 2).collect();
-                let ys = run.call(&warm)?;
-                for (&j, &y) in warm.iter().zip(&ys) {
+            Method::Rgs => {
+                rgs(&mut run, &src, budget, cfg.graph_degree, cfg.heap_cap)?;
+                run.scored_above_tail()
+            }
+            Method::BoundaryMorph | Method::Bagel => {
+                let (prior, acq) = if cfg.method == Method::Bagel {
+                    (Prior::Zero, Acquisition::Ucb)
+                } else {
+                    (cfg.prior, cfg.acquisition)
+                };
+                let mu0: Vec<f64> = match prior {
+                    Prior::Mips if n > 1 => (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect(),
+                    Prior::Mips => vec![1.0],
+                    Prior::Zero => vec![0.0; n],
+                };
+                let mu0_q = if prior == Prior::Mips { 1.0 } else { 0.0 };
+                let store = self.engine.gp_store(&src, mu0.clone())?;
+                backend = self.engine.kind();
+                let mut gp = Gp::with_store(&src, store, mu0, mu0_q)?;
+                if cfg.method == Method::Bagel {
+                    let warm: Vec<usize> = (0..budget / 2).collect();
+                    let ys = run.call(&warm)?;
+                    for (&j, &y) in warm.iter().zip(&ys) {
+                        gp.observe(j, y)?;
+                    }
+                }
+                let (mut mean, mut var) = (vec![0.0; n], vec![0.0; n]);
+                let mut scored = vec![false; n];
+                run.scored.iter().for_each(|&j| scored[j] = true);
+                while run.scored.len() < budget {
+                    let next = match acq {
+                        Acquisition::Boundary => {
+                            gp.posterior(&mut mean, &mut var)?;
+                            run.overlay(&mut mean, &mut var);
+                            boundary_scan(&mean, &var, &run.y, cfg.capacity)
+                        }
+                        Acquisition::Ucb => {
+                            let beta = cfg.beta0 / ((run.scored.len() + 1) as f64).sqrt();
+                            gp.ucb(&scored, beta)?
+                        }
+                    };
+                    let Some(j) = next else {
+                        notes.push(format!(
+                            "stopped after {} calls: no boundary pair left",
+                            run.scored.len()
+                        ));
+                        break;
+                    };
+                    let y = run.call(&[j])?[0];
+                    scored[j] = true;
                     gp.observe(j, y)?;
                 }
-            }
-            let (mut mean, mut var) = (vec![0.0; n], vec![0.0; n]);
-            while run.scored.len() < budget {
-                gp.posterior(&mut mean, &mut var);
+                gp.posterior(&mut mean, &mut var)?;
                 run.overlay(&mut mean, &mut var);
-                let next = match acq {
-                    Acquisition::Boundary => boundary_pick(&mean, &var, &run.y, cfg.capacity),
-                    Acquisition::Ucb => {
-                        let beta = cfg.beta0 / ((run.scored.len() + 1) as f64).sqrt();
-                        ucb_pick(&mean, &var, &run.y, beta)
-                    }
-                };
-                let Some(j) = next else {
-                    notes.push(format!(
-                        "stopped after {} calls: no boundary pair left",
-                        run.scored.len()
-                    ));
-                    break;
-                };
-                let y = run.call(&[j])?[0];
-                gp.observe(j, y)?;
+                mean
             }
-            gp.posterior(&mut mean, &mut var);
-            run.overlay(&mut mean, &mut var);
-            mean
+        };
+        if backend == BackendKind::Cpu && self.engine.kind() != BackendKind::Cpu {
+            notes.push(format!(
+                "{} runs on the CPU (no {} path for it)",
+                cfg.method.name(),
+                self.engine.name()
+            ));
         }
-    };
-    let order = rank(&final_values);
-    Ok(Reranked {
-        selected: order[..cfg.capacity].to_vec(),
-        scored: run.scored,
-        scores: run.scores,
-        notes,
-    })
+        let order = rank(&final_values);
+        Ok(Reranked {
+            selected: order[..cfg.capacity].to_vec(),
+            scored: run.scored,
+            scores: run.scores,
+            kernel,
+            notes,
+            backend,
+        })
+    }
+}
+
+/// Runs `cfg` over `pool` (on the pool's engine) for `query` with `oracle`: a thin
+/// wrapper over [`Reranker`].
+pub fn rerank(cfg: &RerankConfig, pool: &Pool, query: &[f32], oracle: &mut dyn Oracle) -> Result<Reranked> {
+    Reranker::new(pool.engine(), cfg.clone())?.rerank(pool, query, oracle)
 }
 
 struct Run<'o> {
@@ -333,24 +368,36 @@ impl Run<'_> {
             return Ok(Vec::new());
         }
         let ys = self.oracle.score(items)?;
+        let bad = |msg: String| Error::Oracle {
+            oracle: "answer".into(),
+            status: None,
+            msg,
+        };
         if ys.len() != items.len() {
-            return Err(Error::invalid(
-                "oracle",
-                format!("returned {} scores for {} items", ys.len(), items.len()),
-            ));
+            return Err(bad(format!(
+                "returned {} scores for {} items",
+                ys.len(),
+                items.len()
+            )));
         }
         for (&j, &y) in items.iter().zip(&ys) {
             if !(0.0..=1.0).contains(&y) {
-                return Err(Error::invalid(
-                    "oracle",
-                    format!("score of item {j} is {y}, outside [0, 1]"),
-                ));
+                return Err(bad(format!("score of item {j} is {y}, outside [0, 1]")));
             }
             self.y[j] = Some(y);
             self.scored.push(j);
             self.scores.push(y);
         }
         Ok(ys)
+    }
+
+    /// Final values of the methods without a GP: scored documents above the tail, by
+    /// score; the tail in MIPS order.
+    fn scored_above_tail(&self) -> Vec<f64> {
+        let n = self.n;
+        (0..n)
+            .map(|i| self.y[i].map_or(-1.0 - i as f64 / n as f64, |y| 1.0 + y))
+            .collect()
     }
 
     /// A scored document's mean is its observation and its sigma 0 (SPEC §3).
@@ -369,9 +416,24 @@ impl Run<'_> {
 /// `z = (mu_i - mu_j) / sqrt(s_i² + s_j² + 1e-12)`; ties to the first incumbent, then the
 /// first challenger, in rank order. The call goes to the pair's unscored member with the
 /// larger sigma (the incumbent when both are unscored with equal sigma). `None` when no
-/// pair is left.
-#[must_use]
-pub fn boundary_pick(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Option<usize> {
+/// pair is left. `var` and `y` must have `mean`'s length.
+pub fn boundary_pick(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Result<Option<usize>> {
+    check_lengths(mean.len(), var.len(), y.len())?;
+    Ok(boundary_scan(mean, var, y, k))
+}
+
+/// The same lengths for `mean`, `var` and the scores.
+fn check_lengths(n: usize, var: usize, y: usize) -> Result<()> {
+    if var != n || y != n {
+        return Err(Error::invalid(
+            "posterior",
+            format!("{n} means, {var} variances and {y} scores (all must match)"),
+        ));
+    }
+    Ok(())
+}
+
+fn boundary_scan(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Option<usize> {
     use std::cmp::Ordering;
     use std::collections::BinaryHeap;
     let n = mean.len();
@@ -450,32 +512,34 @@ pub fn boundary_pick(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> 
     })
 }
 
-/// `argmax mu + sqrt(beta) sigma` over unscored items, ties to the lower index.
-#[must_use]
-pub fn ucb_pick(mean: &[f64], var: &[f64], y: &[Option<f64>], beta: f64) -> Option<usize> {
-    let sb = beta.sqrt();
-    let mut best: Option<(f64, usize)> = None;
-    for i in 0..mean.len() {
-        if y[i].is_some() {
-            continue;
-        }
-        let u = mean[i] + sb * var[i].sqrt();
-        if best.is_none_or(|(b, _)| u > b) {
-            best = Some((u, i));
-        }
-    }
-    best.map(|b| b.1)
+/// `argmax mu + sqrt(beta) sigma` over unscored items (`y[i]` is `None`), ties to the
+/// lower index. `var` and `y` must have `mean`'s length.
+pub fn ucb_pick(mean: &[f64], var: &[f64], y: &[Option<f64>], beta: f64) -> Result<Option<usize>> {
+    check_lengths(mean.len(), var.len(), y.len())?;
+    let scored: Vec<bool> = y.iter().map(Option::is_some).collect();
+    Ok(crate::backend::gp::ucb_argmax(mean, var, &scored, beta))
 }
 
 /// RGS: seed with the MIPS top-1; repeatedly take the best-scored document whose
 /// neighbours are not yet expanded (a max-heap by oracle score, capped at `heap_cap`),
 /// score its unscored neighbours in the `degree`-NN graph (by kernel value), until the
 /// budget is spent. When the heap empties, the next unscored document in MIPS order seeds.
-fn rgs(run: &mut Run<'_>, kernel: &DenseKernel, budget: usize, degree: usize, heap_cap: usize) -> Result<()> {
+/// The graph is never built whole: an expanded document's neighbours come from its kernel
+/// row, read when it is expanded (at most `budget` rows, `O(N d)` each).
+fn rgs(
+    run: &mut Run<'_>,
+    kernel: &dyn KernelRows,
+    budget: usize,
+    degree: usize,
+    heap_cap: usize,
+) -> Result<()> {
     let n = run.n;
-    let neighbours = |j: usize| -> Vec<usize> {
+    let mut row = vec![0.0f64; n];
+    let mut neighbours = |j: usize| -> Vec<usize> {
+        kernel.row(j, &mut row);
+        let row = &row;
         let mut o: Vec<usize> = (0..n).filter(|&i| i != j).collect();
-        let by = |a: &usize, b: &usize| kernel.get(j, *b).total_cmp(&kernel.get(j, *a)).then(a.cmp(b));
+        let by = |a: &usize, b: &usize| row[*b].total_cmp(&row[*a]).then(a.cmp(b));
         if o.len() > degree {
             o.select_nth_unstable_by(degree - 1, by);
             o.truncate(degree);

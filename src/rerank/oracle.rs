@@ -2,8 +2,9 @@
 
 use crate::error::{Error, Result};
 
-/// Scores documents in `[0, 1]`; one batch call may score many.
-pub trait Oracle {
+/// Scores documents in `[0, 1]`; one batch call may score many. `Send`, so a service can
+/// hand a request's oracle to the thread that reranks.
+pub trait Oracle: Send {
     /// Scores of `items` (pool indices), in the same order.
     fn score(&mut self, items: &[usize]) -> Result<Vec<f64>>;
 }

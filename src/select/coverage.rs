@@ -33,7 +33,7 @@ const SPARSE_ROWS: usize = 64;
 
 impl<'a> Coverage<'a> {
     pub fn build(d: &Dense<'_>, costs: Option<&'a [f64]>, dense_max: usize, knn: usize) -> Result<Self> {
-        let e: &crate::embeddings::Embeddings = &d.e;
+        let e: &crate::embeddings::Embeddings = d.e;
         let n = e.rows();
         let w = d.weights();
         let w = if w.is_empty() { vec![1.0; n] } else { w };

@@ -1,14 +1,20 @@
 //! The two ways every scorer is used (SPEC §1), written once: gating against a fixed
 //! retained set, and incremental greedy selection under item and token budgets.
 //!
+//! Greedy is one loop ([`greedy`]) over a [`Picker`], the backend seam: the CPU's
+//! [`LazyPicker`] over a [`Scorer`] here, or a device picker from the engine. The loop owns
+//! the budgets and the stopping rules ([`Facts`], written once per method in
+//! `select::facts`); a picker only answers "the best open candidate now".
+//!
 //! A scorer keeps a small cache per candidate (`Cand`) that [`Scorer::refresh`] brings up
 //! to date with the picks made since it was last refreshed, so a greedy step costs
 //! O(new picks) per refreshed candidate, never a recompute from scratch. When the
 //! scorer's gains can only fall as the retained set grows ([`Scorer::monotone`]), the
-//! driver refreshes lazily: a max-heap of stale upper bounds, refreshing only the top
+//! lazy picker refreshes lazily: a max-heap of stale upper bounds, refreshing only the top
 //! until a fresh value stays on top. Lazy and eager refreshes run the same arithmetic in
 //! the same order, so both return the same set, item for item (tested).
 
+use crate::backend::picker::Picker;
 use rayon::prelude::*;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -25,18 +31,8 @@ pub(crate) trait Scorer: Sync {
     fn add(&mut self, x: usize, c: &Self::Cand);
     /// True when no gain can increase as `C` grows from its current state.
     fn monotone(&self) -> bool;
-    /// Greedy stops when the best gain is below this (the scorer's own "no gain left").
-    fn floor(&self) -> Option<f64> {
-        None
-    }
-    /// Without a threshold, greedy stops when the best value is not positive (SPEC §1:
-    /// "no candidate has positive gain"); a threshold, when given, replaces this rule.
-    fn stops_at_non_positive(&self) -> bool {
-        false
-    }
-    /// Refreshes every `alive` candidate, writing its gain: one greedy step's bulk work.
-    /// This is the seam a device backend takes over (one launch per step over
-    /// device-resident caches); the default runs [`refresh`](Self::refresh) on every core.
+    /// Refreshes every `alive` candidate, writing its gain: one eager step's bulk work, on
+    /// every core.
     fn refresh_all(&self, cands: &mut [Self::Cand], gains: &mut [f64], alive: &[bool]) {
         cands
             .par_iter_mut()
@@ -82,8 +78,82 @@ pub(crate) struct Limits<'a> {
     pub token_budget: Option<f64>,
     pub costs: Option<&'a [f64]>,
     pub threshold: Option<f64>,
-    /// Force eager refreshes even for monotone scorers (the reference for tests).
-    pub eager_only: bool,
+}
+
+/// A method's own stopping facts (SPEC §1), the same on every backend.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Facts {
+    /// Greedy stops when the best gain is below this ("no gain left").
+    pub floor: Option<f64>,
+    /// Without a threshold, greedy stops when the best value is not positive (SPEC §1:
+    /// "no candidate has positive gain"); a threshold, when given, replaces this rule.
+    pub stops_at_non_positive: bool,
+}
+
+/// Scores every candidate not in `retained` against it: `(index, V(x | C))` in index
+/// order.
+pub(crate) fn gate<S: Scorer>(s: &mut S, n: usize, retained: &[usize]) -> Vec<(usize, f64)> {
+    for &r in retained {
+        let mut c = s.cand(r);
+        s.refresh(r, &mut c);
+        s.add(r, &c);
+    }
+    let mut alive = vec![true; n];
+    retained.iter().for_each(|&r| alive[r] = false);
+    let mut cands: Vec<S::Cand> = (0..n).into_par_iter().map(|x| s.cand(x)).collect();
+    let mut gains = vec![0.0; n];
+    s.refresh_all(&mut cands, &mut gains, &alive);
+    (0..n).filter(|&x| alive[x]).map(|x| (x, gains[x])).collect()
+}
+
+/// Why greedy stops at a best gain of `g`, if it does (SPEC §1): below the threshold; not
+/// positive when the method stops there and no threshold is given; below its floor.
+fn stop_rule(g: f64, lim: &Limits<'_>, facts: &Facts) -> Option<Stop> {
+    match lim.threshold {
+        Some(t) if g < t => return Some(Stop::Threshold),
+        None if facts.stops_at_non_positive && g <= 0.0 => return Some(Stop::NoGain),
+        _ => {}
+    }
+    facts.floor.is_some_and(|f| g < f).then_some(Stop::NoGain)
+}
+
+/// Greedy selection after `retained` over any picker: `(picks in order, their gains, why
+/// it stopped)`. The one greedy loop of the crate.
+pub(crate) fn greedy(
+    p: &mut dyn Picker,
+    n: usize,
+    retained: &[usize],
+    lim: &Limits<'_>,
+    facts: &Facts,
+) -> crate::Result<(Vec<usize>, Vec<f64>, Stop)> {
+    for &r in retained {
+        p.add(r, true)?;
+    }
+    let mut remaining = lim.token_budget.unwrap_or(f64::INFINITY);
+    let cost = |x: usize| lim.costs.map_or(1.0, |c| c[x]);
+    let (mut picks, mut picked_gains) = (Vec::new(), Vec::new());
+    let stop = loop {
+        if lim.k.is_some_and(|k| picks.len() >= k) {
+            break Stop::ItemBudget;
+        }
+        let Some((x, g)) = p.best(lim.token_budget.map(|_| remaining))? else {
+            // Nothing open: what is left (if anything) no longer fits the budget.
+            let left = n - retained.len() - picks.len();
+            break if left > 0 && lim.token_budget.is_some() {
+                Stop::TokenBudget
+            } else {
+                Stop::Exhausted
+            };
+        };
+        if let Some(stop) = stop_rule(g, lim, facts) {
+            break stop;
+        }
+        remaining -= cost(x);
+        p.add(x, false)?;
+        picks.push(x);
+        picked_gains.push(g);
+    };
+    Ok((picks, picked_gains, stop))
 }
 
 /// A heap entry: an upper bound on `x`'s gain, valid since `stamp` picks.
@@ -111,192 +181,146 @@ impl Ord for Entry {
     }
 }
 
-/// The best of `gains` over `alive`: largest gain, ties to the lower index.
-fn argmax(gains: &[f64], alive: &[bool]) -> Option<usize> {
-    let mut best: Option<usize> = None;
-    for (x, (&g, &a)) in gains.iter().zip(alive).enumerate() {
-        if a && best.is_none_or(|b| g > gains[b]) {
-            best = Some(x);
-        }
-    }
-    best
-}
-
-/// Adds the retained set to the scorer, in the given order.
-fn add_retained<S: Scorer>(s: &mut S, retained: &[usize]) {
-    for &r in retained {
-        let mut c = s.cand(r);
-        s.refresh(r, &mut c);
-        s.add(r, &c);
-    }
-}
-
-/// Scores every candidate not in `retained` against it: `(index, V(x | C))` in index
-/// order.
-pub(crate) fn gate<S: Scorer>(s: &mut S, n: usize, retained: &[usize]) -> Vec<(usize, f64)> {
-    add_retained(s, retained);
-    let mut alive = vec![true; n];
-    retained.iter().for_each(|&r| alive[r] = false);
-    let mut cands: Vec<S::Cand> = (0..n).into_par_iter().map(|x| s.cand(x)).collect();
-    let mut gains = vec![0.0; n];
-    s.refresh_all(&mut cands, &mut gains, &alive);
-    (0..n).filter(|&x| alive[x]).map(|x| (x, gains[x])).collect()
-}
-
-/// Greedy selection after `retained`: `(picks in order, their gains, why it stopped)`.
-pub(crate) fn greedy<S: Scorer>(
-    s: &mut S,
+/// The CPU picker: a scorer's caches on the host, refreshed eagerly on every core until
+/// the scorer's gains can only fall, then lazily from a heap of stale upper bounds.
+pub(crate) struct LazyPicker<'s, S: Scorer> {
+    s: &'s mut S,
     n: usize,
-    retained: &[usize],
-    lim: &Limits<'_>,
-) -> (Vec<usize>, Vec<f64>, Stop) {
-    add_retained(s, retained);
-    let mut alive = vec![true; n];
-    retained.iter().for_each(|&r| alive[r] = false);
-    let mut cands: Vec<S::Cand> = (0..n).into_par_iter().map(|x| s.cand(x)).collect();
-    let mut gains = vec![f64::NEG_INFINITY; n];
-    let mut remaining = lim.token_budget.unwrap_or(f64::INFINITY);
-    let cost = |x: usize| lim.costs.map_or(1.0, |c| c[x]);
-    let mut heap: Option<BinaryHeap<Entry>> = None;
-    let (mut picks, mut picked_gains) = (Vec::new(), Vec::new());
-    let mut any_dropped_for_budget = false;
+    costs: Option<&'s [f64]>,
+    eager_only: bool,
+    cands: Option<Vec<S::Cand>>,
+    gains: Vec<f64>,
+    /// Not in `C` and (once dropped for the budget, for good) still affordable.
+    alive: Vec<bool>,
+    heap: Option<BinaryHeap<Entry>>,
+    /// Picks added since the candidates' caches were built (heap stamps).
+    stamp: usize,
+}
 
-    let stop = loop {
-        if lim.k.is_some_and(|k| picks.len() >= k) {
-            break Stop::ItemBudget;
+impl<'s, S: Scorer> LazyPicker<'s, S> {
+    /// A picker over candidates `0..n` of `s`; `costs` are the token costs a budget reads;
+    /// `eager_only` refreshes every candidate at every step (the lazy path's reference).
+    pub(crate) fn new(s: &'s mut S, n: usize, costs: Option<&'s [f64]>, eager_only: bool) -> Self {
+        LazyPicker {
+            s,
+            n,
+            costs,
+            eager_only,
+            cands: None,
+            gains: vec![f64::NEG_INFINITY; n],
+            alive: vec![true; n],
+            heap: None,
+            stamp: 0,
         }
-        // Candidates that no longer fit never will: the budget only shrinks.
-        let best = if let Some(h) = heap.as_mut() {
-            let mut best = None;
-            while let Some(e) = h.pop() {
-                if cost(e.x) > remaining {
-                    any_dropped_for_budget = true;
-                    continue;
-                }
-                if e.stamp == picks.len() {
-                    best = Some(e.x);
-                    break;
-                }
-                let g = s.refresh(e.x, &mut cands[e.x]);
-                gains[e.x] = g;
-                h.push(Entry {
-                    bound: g,
-                    x: e.x,
-                    stamp: picks.len(),
-                });
-            }
-            best
-        } else {
-            for (x, a) in alive.iter_mut().enumerate() {
-                if *a && cost(x) > remaining {
-                    *a = false;
-                    any_dropped_for_budget = true;
-                }
-            }
-            s.refresh_all(&mut cands, &mut gains, &alive);
-            if !lim.eager_only && s.monotone() {
-                // From here on gains only fall: switch to lazy refreshes.
-                let h: BinaryHeap<Entry> = (0..n)
-                    .filter(|&x| alive[x])
-                    .map(|x| Entry {
-                        bound: gains[x],
-                        x,
-                        stamp: picks.len(),
-                    })
-                    .collect();
-                heap = Some(h);
+    }
+
+    fn cost(&self, x: usize) -> f64 {
+        self.costs.map_or(1.0, |c| c[x])
+    }
+
+    /// The heap's best open candidate, refreshing stale tops.
+    fn heap_best(&mut self, remaining: f64) -> Option<usize> {
+        let (s, cands) = (&*self.s, self.cands.as_mut()?);
+        let h = self.heap.as_mut()?;
+        while let Some(e) = h.peek() {
+            let x = e.x;
+            // Candidates that no longer fit never will: the budget only shrinks.
+            if !self.alive[x] || self.costs.map_or(1.0, |c| c[x]) > remaining {
+                self.alive[x] = false;
+                h.pop();
                 continue;
             }
-            argmax(&gains, &alive)
-        };
-        let Some(x) = best else {
-            break if any_dropped_for_budget {
-                Stop::TokenBudget
-            } else {
-                Stop::Exhausted
-            };
-        };
-        let g = gains[x];
-        if let Some(stop) = stop_rule(g, lim, s.stops_at_non_positive(), s.floor()) {
-            break stop;
+            if e.stamp == self.stamp {
+                return Some(x);
+            }
+            h.pop();
+            let g = s.refresh(x, &mut cands[x]);
+            self.gains[x] = g;
+            h.push(Entry {
+                bound: g,
+                x,
+                stamp: self.stamp,
+            });
         }
-        alive[x] = false;
-        remaining -= cost(x);
-        s.add(x, &cands[x]);
-        picks.push(x);
-        picked_gains.push(g);
-    };
-    (picks, picked_gains, stop)
-}
-
-/// Why greedy stops at a best gain of `g`, if it does (SPEC §1): below the threshold; not
-/// positive when the scorer stops there and no threshold is given; below the scorer's floor.
-fn stop_rule(g: f64, lim: &Limits<'_>, stops_at_non_positive: bool, floor: Option<f64>) -> Option<Stop> {
-    match lim.threshold {
-        Some(t) if g < t => return Some(Stop::Threshold),
-        None if stops_at_non_positive && g <= 0.0 => return Some(Stop::NoGain),
-        _ => {}
+        None
     }
-    floor.is_some_and(|f| g < f).then_some(Stop::NoGain)
 }
 
-/// A greedy selector whose per-candidate state lives on a device: [`add`](Self::add)
-/// queues a pick, [`best`](Self::best) folds it in and returns the best open candidate
-/// (alive, and within `remaining` tokens when a budget applies) with its gain, ties to
-/// the lower index.
-pub(crate) trait DevicePicker {
-    fn add(&mut self, x: usize, retained: bool) -> crate::Result<()>;
-    fn best(&mut self, remaining: Option<f64>) -> crate::Result<Option<(usize, f64)>>;
-}
-
-/// [`greedy`] with the candidates' state on a device: the same budgets and stopping rules,
-/// one [`DevicePicker::best`] per step. `floor` and `stops_at_non_positive` are the CPU
-/// scorer's.
-pub(crate) fn greedy_device(
-    p: &mut dyn DevicePicker,
-    n: usize,
-    retained: &[usize],
-    lim: &Limits<'_>,
-    floor: Option<f64>,
-    stops_at_non_positive: bool,
-) -> crate::Result<(Vec<usize>, Vec<f64>, Stop)> {
-    for &r in retained {
-        p.add(r, true)?;
+impl<S: Scorer> Picker for LazyPicker<'_, S> {
+    fn add(&mut self, x: usize, _retained: bool) -> crate::Result<()> {
+        if x >= self.n {
+            return Err(crate::Error::invalid(
+                "pick",
+                format!("index {x} outside the pool of {}", self.n),
+            ));
+        }
+        match self.cands.as_mut() {
+            // Before the first step (the retained set): a fresh cache.
+            None => {
+                let mut c = self.s.cand(x);
+                self.s.refresh(x, &mut c);
+                self.s.add(x, &c);
+            }
+            Some(cands) => {
+                self.s.refresh(x, &mut cands[x]);
+                self.s.add(x, &cands[x]);
+                self.stamp += 1;
+            }
+        }
+        self.alive[x] = false;
+        Ok(())
     }
-    let mut remaining = lim.token_budget.unwrap_or(f64::INFINITY);
-    let cost = |x: usize| lim.costs.map_or(1.0, |c| c[x]);
-    let (mut picks, mut picked_gains) = (Vec::new(), Vec::new());
-    let stop = loop {
-        if lim.k.is_some_and(|k| picks.len() >= k) {
-            break Stop::ItemBudget;
+
+    fn best(&mut self, remaining: Option<f64>) -> crate::Result<Option<(usize, f64)>> {
+        let remaining = remaining.unwrap_or(f64::INFINITY);
+        if self.cands.is_none() {
+            let s = &*self.s;
+            self.cands = Some((0..self.n).into_par_iter().map(|x| s.cand(x)).collect());
         }
-        let Some((x, g)) = p.best(lim.token_budget.map(|_| remaining))? else {
-            // Nothing open: what is left (if anything) no longer fits the budget.
-            let left = n - retained.len() - picks.len();
-            break if left > 0 && lim.token_budget.is_some() {
-                Stop::TokenBudget
+        if self.heap.is_none() {
+            for x in 0..self.n {
+                if self.alive[x] && self.cost(x) > remaining {
+                    self.alive[x] = false;
+                }
+            }
+            if let Some(cands) = self.cands.as_mut() {
+                self.s.refresh_all(cands, &mut self.gains, &self.alive);
+            }
+            if !self.eager_only && self.s.monotone() {
+                // From here on gains only fall: switch to lazy refreshes.
+                let stamp = self.stamp;
+                self.heap = Some(
+                    (0..self.n)
+                        .filter(|&x| self.alive[x])
+                        .map(|x| Entry {
+                            bound: self.gains[x],
+                            x,
+                            stamp,
+                        })
+                        .collect(),
+                );
             } else {
-                Stop::Exhausted
-            };
-        };
-        if let Some(stop) = stop_rule(g, lim, stops_at_non_positive, floor) {
-            break stop;
+                let mut best: Option<usize> = None;
+                for x in 0..self.n {
+                    if self.alive[x] && best.is_none_or(|b| self.gains[x] > self.gains[b]) {
+                        best = Some(x);
+                    }
+                }
+                return Ok(best.map(|x| (x, self.gains[x])));
+            }
         }
-        remaining -= cost(x);
-        p.add(x, false)?;
-        picks.push(x);
-        picked_gains.push(g);
-    };
-    Ok((picks, picked_gains, stop))
+        Ok(self.heap_best(remaining).map(|x| (x, self.gains[x])))
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    //! [`greedy_device`]'s host logic (retained picks, budgets, stopping rules) against
-    //! [`greedy`], with a CPU stand-in for the device state: the stand-in refreshes every
-    //! open candidate with the scorer's own `refresh` and takes the argmax, which is what
-    //! the CUDA step kernels compute.
+    //! The lazy picker against an eager stand-in for a device (it refreshes every open
+    //! candidate with the scorer's own `refresh` and takes the argmax, which is what the
+    //! CUDA step kernels compute), through the same greedy loop.
     use super::*;
+    use crate::backend::picker::Rows;
+    use crate::backend::Resident;
     use crate::select::scorers::{Centroid, Dense, Dpp, Grn, Mmr};
 
     struct Eager<'s, S: Scorer> {
@@ -306,7 +330,7 @@ mod tests {
         costs: Option<&'s [f64]>,
     }
 
-    impl<S: Scorer> DevicePicker for Eager<'_, S> {
+    impl<S: Scorer> Picker for Eager<'_, S> {
         fn add(&mut self, x: usize, _retained: bool) -> crate::Result<()> {
             self.s.refresh(x, &mut self.cands[x]);
             self.s.add(x, &self.cands[x]);
@@ -329,11 +353,24 @@ mod tests {
         }
     }
 
-    fn both<S: Scorer>(mk: &dyn Fn() -> S, n: usize, retained: &[usize], lim: &Limits<'_>, what: &str) {
+    fn both<S: Scorer>(
+        mk: &dyn Fn() -> S,
+        n: usize,
+        retained: &[usize],
+        lim: &Limits<'_>,
+        facts: &Facts,
+        what: &str,
+    ) {
         let mut a = mk();
-        let want = greedy(&mut a, n, retained, lim);
+        let want = greedy(
+            &mut LazyPicker::new(&mut a, n, lim.costs, false),
+            n,
+            retained,
+            lim,
+            facts,
+        )
+        .unwrap();
         let mut b = mk();
-        let (floor, nonpos) = (b.floor(), b.stops_at_non_positive());
         let cands = (0..n).map(|x| b.cand(x)).collect();
         let mut p = Eager {
             s: &mut b,
@@ -341,19 +378,37 @@ mod tests {
             open: vec![true; n],
             costs: lim.costs,
         };
-        let got = greedy_device(&mut p, n, retained, lim, floor, nonpos).unwrap();
+        let got = greedy(&mut p, n, retained, lim, facts).unwrap();
         assert_eq!(got, want, "{what}");
     }
 
     #[test]
-    fn device_driver_matches_the_cpu_driver() {
+    fn device_shaped_picker_matches_the_lazy_picker() {
         let mut rng = crate::rng::Rng::new(11);
         let (n, d) = (41, 7);
         let data: Vec<f32> = (0..n * d).map(|_| rng.normal() as f32).collect();
-        let e = crate::Embeddings::new(n, d, data, "t").unwrap();
+        let e = crate::Embeddings::new(n, d, data, "t")
+            .unwrap()
+            .normalized()
+            .unwrap();
+        let inv = e.inv_norms().unwrap();
         let q: Vec<f32> = (0..d).map(|_| rng.normal() as f32).collect();
         let costs: Vec<f64> = (0..n).map(|_| 1.0 + rng.below(20) as f64).collect();
-        let dense = Dense::new(&e, Some(&q)).unwrap();
+        let host = Resident::Host;
+        let rows = Rows {
+            e: &e,
+            inv: &inv,
+            resident: &host,
+        };
+        let dense = Dense::new(&rows, Some(&q)).unwrap();
+        let floor = |f: f64| Facts {
+            floor: Some(f),
+            stops_at_non_positive: false,
+        };
+        let scores = Facts {
+            floor: None,
+            stops_at_non_positive: true,
+        };
         for (k, budget, thr, retained) in [
             (Some(9), None, None, vec![]),
             (None, Some(60.0), None, vec![]),
@@ -366,7 +421,6 @@ mod tests {
                 token_budget: budget,
                 costs: Some(&costs),
                 threshold: thr,
-                eager_only: false,
             };
             let what = format!("k={k:?} budget={budget:?} tau={thr:?} retained={retained:?}");
             both(
@@ -374,6 +428,7 @@ mod tests {
                 n,
                 &retained,
                 &lim,
+                &scores,
                 &format!("mmr {what}"),
             );
             both(
@@ -381,6 +436,7 @@ mod tests {
                 n,
                 &retained,
                 &lim,
+                &floor(1e-10),
                 &format!("grn {what}"),
             );
             both(
@@ -388,6 +444,7 @@ mod tests {
                 n,
                 &retained,
                 &lim,
+                &floor(1e-10),
                 &format!("dpp {what}"),
             );
             both(
@@ -395,6 +452,7 @@ mod tests {
                 n,
                 &retained,
                 &lim,
+                &floor(crate::select::presets::CENTROID_NOISE_FLOOR),
                 &format!("centroid {what}"),
             );
         }

@@ -58,7 +58,7 @@ pub struct JudgeContext<'a> {
 
 /// A value model: one value per candidate, larger meaning more worth keeping. The
 /// pipeline keeps candidates whose value is at least its threshold.
-pub trait Judge {
+pub trait Judge: Send {
     /// Values of `candidates` in `ctx`; must return exactly one finite value each.
     fn values(&mut self, ctx: &JudgeContext<'_>, candidates: &[Candidate<'_>]) -> Result<Vec<f64>>;
 }

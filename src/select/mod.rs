@@ -35,14 +35,14 @@ pub mod lexical;
 pub mod presets;
 mod scorers;
 
-pub(crate) use driver::DevicePicker;
 pub use driver::Stop;
-pub(crate) use scorers::orthonormal_extension;
 
-use crate::backend::Backend;
+use crate::backend::picker::{PickerInputs, PickerKind, Rows};
+use crate::backend::{BackendKind, Engine};
 use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
-use driver::{Limits, Scorer};
+use crate::pool::Pool;
+use driver::{Facts, LazyPicker, Limits, Scorer};
 use scorers::{Centroid, Dense, Dpp, Grn, Hybrid, Mmr};
 
 /// The scorers of SPEC §1.
@@ -228,7 +228,6 @@ pub struct SelectConfig {
     coverage_dense_max: usize,
     coverage_knn: usize,
     eager_only: bool,
-    backend: Backend,
 }
 
 impl SelectConfig {
@@ -249,7 +248,6 @@ impl SelectConfig {
             coverage_dense_max: presets::COVERAGE_DENSE_MAX,
             coverage_knn: presets::COVERAGE_KNN,
             eager_only: false,
-            backend: Backend::Cpu,
         }
     }
     /// Gate or greedy. By default, greedy.
@@ -328,13 +326,6 @@ impl SelectConfig {
         self.eager_only = on;
         self
     }
-    /// Where to run. By default the CPU. (This version has no CUDA primitives yet: a CUDA
-    /// backend here is an error, never a silent fallback.)
-    #[must_use]
-    pub fn backend(mut self, b: Backend) -> Self {
-        self.backend = b;
-        self
-    }
     /// The method.
     #[must_use]
     pub fn method_kind(&self) -> Method {
@@ -347,8 +338,9 @@ impl SelectConfig {
     }
 }
 
-/// What to select from. Rows of `embeddings` (or entries of `texts`) are the pool;
-/// `retained` names rows already in the context `C`.
+/// What to select from, all borrowed: the free function [`select`]'s input. Rows of
+/// `embeddings` (or entries of `texts`) are the pool; `retained` names rows already in
+/// the context `C`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Inputs<'a> {
     /// The pool's embeddings (any norm; cosines divide by the norms). Not needed by lexical.
@@ -363,6 +355,33 @@ pub struct Inputs<'a> {
     pub costs: Option<&'a [f64]>,
     /// Rows already retained, in the order they were added.
     pub retained: &'a [usize],
+}
+
+/// One selection request against a resident [`Pool`]: everything but the pool.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Request<'a> {
+    /// The query embedding (MMR, DPP and hybrid need it; coverage weighs by it if given).
+    pub query: Option<&'a [f32]>,
+    /// The pool's texts (lexical).
+    pub texts: Option<&'a [String]>,
+    /// The query text (lexical).
+    pub query_text: Option<&'a str>,
+    /// Token cost of every pool item (> 0). By default every item costs 1.
+    pub costs: Option<&'a [f64]>,
+    /// Rows already retained, in the order they were added.
+    pub retained: &'a [usize],
+}
+
+impl<'a> Inputs<'a> {
+    fn request(&self) -> Request<'a> {
+        Request {
+            query: self.query,
+            texts: self.texts,
+            query_text: self.query_text,
+            costs: self.costs,
+            retained: self.retained,
+        }
+    }
 }
 
 /// The outcome of a selection.
@@ -383,10 +402,10 @@ pub struct Selection {
     /// Sum of the selected items' costs.
     pub tokens_selected: f64,
     /// Things the caller should know (a budget larger than the pool, a sparsified
-    /// similarity, ...), one sentence each.
+    /// similarity, a step that ran on the CPU, ...), one sentence each.
     pub notes: Vec<String>,
     /// Where the selection ran.
-    pub backend: Backend,
+    pub backend: BackendKind,
 }
 
 fn check_finite(name: &str, v: f64) -> Result<()> {
@@ -397,355 +416,446 @@ fn check_finite(name: &str, v: f64) -> Result<()> {
     }
 }
 
-/// Runs `cfg` on `inp`.
-pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
-    let m = cfg.method;
-    let preset = m.preset();
-    // --- validate everything before any work -------------------------------------------
-    let n = match (m, inp.embeddings, inp.texts) {
-        (Method::Lexical, _, Some(t)) => t.len(),
-        (Method::Lexical, _, None) => return Err(Error::invalid("texts", "lexical needs the pool's texts")),
-        (_, Some(e), _) => e.rows(),
-        (_, None, _) => {
+/// A [`SelectConfig`] checked once and bound to an engine: `select` from any thread, any
+/// number of times, over resident pools.
+///
+/// ```
+/// use ctxprune::{Embeddings, Engine, Pool};
+/// use ctxprune::select::{Method, Request, SelectConfig, Selector};
+/// let engine = Engine::cpu();
+/// let pool = Pool::new(&engine, Embeddings::new(3, 2, vec![1.0, 0.0, 0.99, 0.1, 0.0, 1.0], "docs")?)?;
+/// let mmr = Selector::new(&engine, SelectConfig::new(Method::Mmr).k(2))?;
+/// let q = [1.0f32, 0.5];
+/// let sel = mmr.select(&pool, &Request { query: Some(&q), ..Request::default() })?;
+/// assert_eq!(sel.selected, vec![1, 2]);
+/// # Ok::<(), ctxprune::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Selector {
+    engine: Engine,
+    cfg: SelectConfig,
+    lambda: f64,
+    weights: [f64; 3],
+    lex_w: [f64; 2],
+    threshold: Option<f64>,
+    k: Option<usize>,
+}
+
+impl Selector {
+    /// Checks `cfg` (ranges, options that do not apply to the method or mode) and binds it
+    /// to `engine`.
+    pub fn new(engine: &Engine, cfg: SelectConfig) -> Result<Selector> {
+        let m = cfg.method;
+        let preset = m.preset();
+        let lambda = cfg.lambda.or(preset.lambda).unwrap_or(presets::MMR_LAMBDA);
+        if !(0.0..=1.0).contains(&lambda) {
             return Err(Error::invalid(
-                "embeddings",
-                format!("{} needs embeddings", m.name()),
-            ))
-        }
-    };
-    if n == 0 {
-        return Err(Error::Empty("candidate pool".into()));
-    }
-    if let (Some(e), Some(t)) = (inp.embeddings, inp.texts) {
-        if e.rows() != t.len() {
-            return Err(Error::invalid(
-                "texts",
-                format!("{} texts for {} embedding rows", t.len(), e.rows()),
+                "lambda",
+                format!("must be in [0, 1], got {lambda}"),
             ));
         }
-    }
-    let query = if m == Method::Lexical { None } else { inp.query };
-    if m.needs_query() && query.is_none() {
-        return Err(Error::invalid(
-            "query",
-            format!("{} needs a query embedding", m.name()),
-        ));
-    }
-    if m == Method::Lexical && inp.query_text.is_none() {
-        return Err(Error::invalid("query-text", "lexical needs the query text"));
-    }
-    if let (Some(q), Some(e)) = (query, inp.embeddings) {
-        e.check_dim(q.len(), "query vs embeddings")?;
-        crate::embeddings::unit_vector(q, "query")?; // finite and non-zero
-    }
-    let mut seen = vec![false; n];
-    for (k, &r) in inp.retained.iter().enumerate() {
-        if r >= n {
+        let weights = cfg.weights.unwrap_or(presets::HYBRID_WEIGHTS);
+        weights.iter().try_for_each(|&w| check_finite("weights", w))?;
+        let lex_w = cfg.lexical_weights.unwrap_or(presets::LEXICAL_WEIGHTS);
+        lex_w.iter().try_for_each(|&w| check_finite("weights", w))?;
+        if let Some(t) = cfg.threshold {
+            check_finite("threshold", t)?;
+        }
+        if let Some(b) = cfg.token_budget {
+            if !(b.is_finite() && b >= 0.0) {
+                return Err(Error::invalid(
+                    "token-budget",
+                    format!("must be finite and >= 0, got {b}"),
+                ));
+            }
+        }
+        if !(cfg.residual_eps.is_finite() && cfg.residual_eps > 0.0) {
             return Err(Error::invalid(
-                format!("retained[{k}]"),
-                format!("index {r} is outside the pool of {n}"),
+                "residual-eps",
+                format!("must be finite and > 0, got {}", cfg.residual_eps),
             ));
         }
-        if std::mem::replace(&mut seen[r], true) {
+        // Options that would be silently ignored are errors instead.
+        if cfg.mode == Mode::Gate {
+            if cfg.k.is_some() {
+                return Err(Error::invalid(
+                    "k",
+                    "gate mode keeps every candidate with V >= tau; an item budget applies to greedy mode",
+                ));
+            }
+            if cfg.token_budget.is_some() {
+                return Err(Error::invalid(
+                    "token-budget",
+                    "gate mode keeps every candidate with V >= tau; a token budget applies to greedy mode",
+                ));
+            }
+        }
+        if cfg.lambda.is_some() && !matches!(m, Method::Mmr | Method::Lexical) {
             return Err(Error::invalid(
-                format!("retained[{k}]"),
-                format!("index {r} is listed twice"),
+                "lambda",
+                format!("applies to mmr and lexical, not {}", m.name()),
             ));
         }
-    }
-    if let Some(c) = inp.costs {
-        if c.len() != n {
+        if cfg.weights.is_some() && m != Method::Hybrid {
             return Err(Error::invalid(
-                "costs",
-                format!("{} costs for a pool of {n}", c.len()),
+                "weights",
+                format!("(alpha, beta, gamma) apply to hybrid, not {}", m.name()),
             ));
         }
-        if let Some(i) = c.iter().position(|&v| !(v.is_finite() && v > 0.0)) {
+        if cfg.lexical_weights.is_some() && m != Method::Lexical {
             return Err(Error::invalid(
-                format!("costs[{i}]"),
-                format!("must be finite and > 0, got {}", c[i]),
+                "weights",
+                format!("(w_tfidf, w_jaccard) apply to lexical, not {}", m.name()),
             ));
         }
+        let threshold = match cfg.mode {
+            Mode::Gate => Some(cfg.threshold.or(preset.tau).ok_or_else(|| {
+                Error::invalid(
+                    "threshold",
+                    format!("{} has no published threshold; gating needs one", m.name()),
+                )
+            })?),
+            Mode::Greedy => cfg.threshold.or(if cfg.paper_preset { preset.tau } else { None }),
+        };
+        let k = cfg.k.or(if cfg.paper_preset { preset.max_items } else { None });
+        Ok(Selector {
+            engine: engine.clone(),
+            cfg,
+            lambda,
+            weights,
+            lex_w,
+            threshold,
+            k,
+        })
     }
-    let lambda = cfg.lambda.or(preset.lambda).unwrap_or(presets::MMR_LAMBDA);
-    if !(0.0..=1.0).contains(&lambda) {
-        return Err(Error::invalid(
-            "lambda",
-            format!("must be in [0, 1], got {lambda}"),
-        ));
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &SelectConfig {
+        &self.cfg
     }
-    let weights = cfg.weights.unwrap_or(presets::HYBRID_WEIGHTS);
-    weights.iter().try_for_each(|&w| check_finite("weights", w))?;
-    let lex_w = cfg.lexical_weights.unwrap_or(presets::LEXICAL_WEIGHTS);
-    lex_w.iter().try_for_each(|&w| check_finite("weights", w))?;
-    if let Some(t) = cfg.threshold {
-        check_finite("threshold", t)?;
+
+    /// The engine.
+    #[must_use]
+    pub fn engine(&self) -> &Engine {
+        &self.engine
     }
-    if let Some(b) = cfg.token_budget {
-        if !(b.is_finite() && b >= 0.0) {
+
+    /// Selects from `pool` (resident on this selector's engine's device).
+    pub fn select(&self, pool: &Pool, req: &Request<'_>) -> Result<Selection> {
+        pool.check_engine(&self.engine, "selector")?;
+        let rows = pool.rows();
+        self.run(Some(&rows), pool.len(), req)
+    }
+
+    /// Selects from borrowed inputs (the rows are normalised into a copy unless already
+    /// unit, and uploaded per call on a device engine): what [`select`] runs.
+    pub fn select_inputs(&self, inp: &Inputs<'_>) -> Result<Selection> {
+        let m = self.cfg.method;
+        let n = match (m, inp.embeddings, inp.texts) {
+            (Method::Lexical, _, Some(t)) => t.len(),
+            (Method::Lexical, _, None) => {
+                return Err(Error::invalid("texts", "lexical needs the pool's texts"))
+            }
+            (_, Some(e), _) => e.rows(),
+            (_, None, _) => {
+                return Err(Error::invalid(
+                    "embeddings",
+                    format!("{} needs embeddings", m.name()),
+                ))
+            }
+        };
+        if let (Some(e), Some(t)) = (inp.embeddings, inp.texts) {
+            if e.rows() != t.len() {
+                return Err(Error::invalid(
+                    "texts",
+                    format!("{} texts for {} embedding rows", t.len(), e.rows()),
+                ));
+            }
+        }
+        match inp.embeddings {
+            Some(e) if m != Method::Lexical && n > 0 => {
+                let unit = if e.is_unit() {
+                    std::borrow::Cow::Borrowed(e)
+                } else {
+                    std::borrow::Cow::Owned(e.normalized()?)
+                };
+                let inv = unit.inv_norms()?;
+                let resident = self.engine.resident(&unit, &inv)?;
+                let rows = Rows {
+                    e: &unit,
+                    inv: &inv,
+                    resident: &resident,
+                };
+                self.run(Some(&rows), n, &inp.request())
+            }
+            _ => self.run(None, n, &inp.request()),
+        }
+    }
+
+    /// The method's facts (SPEC §1), written once for every backend: its stopping floor,
+    /// whether it stops at a non-positive best score, and the device kernel that runs its
+    /// greedy steps (none for gating, hybrid, lexical and sparse coverage).
+    fn facts(&self, n: usize) -> (Facts, Option<PickerKind>) {
+        let eps = self.cfg.residual_eps;
+        let (floor, nonpos, kind) = match self.cfg.method {
+            Method::Mmr => (None, true, Some(PickerKind::Mmr { lambda: self.lambda })),
+            Method::Lexical | Method::Hybrid => (None, true, None),
+            Method::Grn => (Some(eps), false, Some(PickerKind::Grn { eps })),
+            Method::Dpp => (Some(eps), false, Some(PickerKind::Dpp { eps })),
+            // "No positive gain" at f64 resolution: 1 - cos of two unit vectors carries
+            // ~1e-16 of rounding, so smaller drifts are not evidence of any.
+            Method::Centroid => (
+                Some(presets::CENTROID_NOISE_FLOOR),
+                false,
+                Some(PickerKind::Centroid),
+            ),
+            Method::Coverage => (
+                None,
+                false,
+                (n <= self.cfg.coverage_dense_max).then_some(PickerKind::Coverage),
+            ),
+        };
+        let kind = if self.cfg.mode == Mode::Greedy { kind } else { None };
+        (
+            Facts {
+                floor,
+                stops_at_non_positive: nonpos,
+            },
+            kind,
+        )
+    }
+
+    fn run(&self, rows: Option<&Rows<'_>>, n: usize, req: &Request<'_>) -> Result<Selection> {
+        let m = self.cfg.method;
+        let mode = self.cfg.mode;
+        // --- validate the request before any work ----------------------------------------
+        if n == 0 {
+            return Err(Error::Empty("candidate pool".into()));
+        }
+        if let Some(t) = req.texts {
+            if t.len() != n {
+                return Err(Error::invalid(
+                    "texts",
+                    format!("{} texts for a pool of {n}", t.len()),
+                ));
+            }
+        }
+        let query = if m == Method::Lexical { None } else { req.query };
+        if m.needs_query() && query.is_none() {
             return Err(Error::invalid(
-                "token-budget",
-                format!("must be finite and >= 0, got {b}"),
+                "query",
+                format!("{} needs a query embedding", m.name()),
             ));
         }
-        if inp.costs.is_none() {
+        if m == Method::Lexical {
+            if req.texts.is_none() {
+                return Err(Error::invalid("texts", "lexical needs the pool's texts"));
+            }
+            if req.query_text.is_none() {
+                return Err(Error::invalid("query-text", "lexical needs the query text"));
+            }
+        }
+        if let (Some(q), Some(r)) = (query, rows) {
+            r.e.check_dim(q.len(), "query vs embeddings")?;
+            crate::embeddings::unit_vector(q, "query")?; // finite and non-zero
+        }
+        let mut seen = vec![false; n];
+        for (k, &r) in req.retained.iter().enumerate() {
+            if r >= n {
+                return Err(Error::invalid(
+                    format!("retained[{k}]"),
+                    format!("index {r} is outside the pool of {n}"),
+                ));
+            }
+            if std::mem::replace(&mut seen[r], true) {
+                return Err(Error::invalid(
+                    format!("retained[{k}]"),
+                    format!("index {r} is listed twice"),
+                ));
+            }
+        }
+        if let Some(c) = req.costs {
+            if c.len() != n {
+                return Err(Error::invalid(
+                    "costs",
+                    format!("{} costs for a pool of {n}", c.len()),
+                ));
+            }
+            if let Some(i) = c.iter().position(|&v| !(v.is_finite() && v > 0.0)) {
+                return Err(Error::invalid(
+                    format!("costs[{i}]"),
+                    format!("must be finite and > 0, got {}", c[i]),
+                ));
+            }
+        }
+        if self.cfg.token_budget.is_some() && req.costs.is_none() {
             return Err(Error::invalid(
                 "token-budget",
                 "needs token costs (--costs, or \"tokens\" in the texts file)",
             ));
         }
-    }
-    if !(cfg.residual_eps.is_finite() && cfg.residual_eps > 0.0) {
-        return Err(Error::invalid(
-            "residual-eps",
-            format!("must be finite and > 0, got {}", cfg.residual_eps),
-        ));
-    }
-    // Options that would be silently ignored are errors instead.
-    if cfg.mode == Mode::Gate {
-        if cfg.k.is_some() {
-            return Err(Error::invalid(
-                "k",
-                "gate mode keeps every candidate with V >= tau; an item budget applies to greedy mode",
-            ));
-        }
-        if cfg.token_budget.is_some() {
-            return Err(Error::invalid(
-                "token-budget",
-                "gate mode keeps every candidate with V >= tau; a token budget applies to greedy mode",
-            ));
-        }
-    }
-    if cfg.lambda.is_some() && !matches!(m, Method::Mmr | Method::Lexical) {
-        return Err(Error::invalid(
-            "lambda",
-            format!("applies to mmr and lexical, not {}", m.name()),
-        ));
-    }
-    if cfg.weights.is_some() && m != Method::Hybrid {
-        return Err(Error::invalid(
-            "weights",
-            format!("(alpha, beta, gamma) apply to hybrid, not {}", m.name()),
-        ));
-    }
-    if cfg.lexical_weights.is_some() && m != Method::Lexical {
-        return Err(Error::invalid(
-            "weights",
-            format!("(w_tfidf, w_jaccard) apply to lexical, not {}", m.name()),
-        ));
-    }
-    #[cfg(not(feature = "cuda"))]
-    if cfg.backend != Backend::Cpu {
-        return Err(Error::Backend {
-            backend: cfg.backend.name().into(),
-            msg: "this build has no CUDA support (built without the `cuda` feature)".into(),
-        });
-    }
-    let threshold = match cfg.mode {
-        Mode::Gate => Some(cfg.threshold.or(preset.tau).ok_or_else(|| {
-            Error::invalid(
-                "threshold",
-                format!("{} has no published threshold; gating needs one", m.name()),
-            )
-        })?),
-        Mode::Greedy => cfg.threshold.or(if cfg.paper_preset { preset.tau } else { None }),
-    };
-    let k = cfg.k.or(if cfg.paper_preset { preset.max_items } else { None });
-
-    let mut notes = Vec::new();
-    let candidates = n - inp.retained.len();
-    if let Some(k) = k {
-        if cfg.mode == Mode::Greedy && k > candidates {
-            notes.push(format!(
-                "k = {k} is larger than the {candidates} candidates; selecting at most {candidates}"
-            ));
-        }
-    }
-
-    // --- build the scorer and run ------------------------------------------------------
-    let lim = Limits {
-        k,
-        token_budget: cfg.token_budget,
-        costs: inp.costs,
-        threshold,
-        eager_only: cfg.eager_only,
-    };
-    let dense = match inp.embeddings {
-        Some(e) if m != Method::Lexical => Some(Dense::new(e, query)?),
-        _ => None,
-    };
-    let mut ran_on = cfg.backend.clone();
-    #[cfg(feature = "cuda")]
-    let on_device = match (&cfg.backend, dense.as_ref()) {
-        (Backend::Cuda(ord), Some(d)) => {
-            let r = device_greedy(*ord, m, d, lambda, cfg, inp, &lim, n)?;
-            if r.is_none() {
+        let mut notes = Vec::new();
+        let candidates = n - req.retained.len();
+        if let Some(k) = self.k {
+            if mode == Mode::Greedy && k > candidates {
                 notes.push(format!(
-                    "{} in {} mode runs on the CPU (no CUDA path for it)",
-                    m.name(),
-                    cfg.mode.name()
+                    "k = {k} is larger than the {candidates} candidates; selecting at most {candidates}"
                 ));
-                ran_on = Backend::Cpu;
             }
-            r
         }
-        (Backend::Cuda(_), None) => {
-            notes.push(format!("{} runs on the CPU (no CUDA path for it)", m.name()));
-            ran_on = Backend::Cpu;
-            None
-        }
-        _ => None,
-    };
-    #[cfg(not(feature = "cuda"))]
-    let on_device: Option<Outcome> = None;
-    let out = match on_device {
-        Some(o) => o,
-        None => match m {
-            Method::Lexical => {
-                let texts = inp.texts.unwrap_or(&[]);
-                let lex = lexical::Lexical::new(texts, inp.query_text.unwrap_or(""), lex_w);
-                run_scorer(&mut Mmr::new(lex, lambda), cfg.mode, n, inp.retained, &lim)
+
+        // --- build the picker (device or CPU) and run --------------------------------------
+        let lim = Limits {
+            k: self.k,
+            token_budget: self.cfg.token_budget,
+            costs: req.costs,
+            threshold: self.threshold,
+        };
+        let (facts, kind) = self.facts(n);
+        let dense = match rows {
+            Some(r) if m != Method::Lexical => Some(Dense::new(r, query)?),
+            _ => None,
+        };
+        let mut ran_on = BackendKind::Cpu;
+        let mut device = None;
+        if let (Some(kind), Some(d), Some(r)) = (kind, dense.as_ref(), rows) {
+            let budget_costs: Option<Vec<f64>> = lim
+                .token_budget
+                .map(|_| req.costs.map_or_else(|| vec![1.0; n], <[f64]>::to_vec));
+            let inputs = PickerInputs {
+                rel: d.rel.as_deref(),
+                budget_costs: budget_costs.as_deref(),
+                gain_costs: if m == Method::Coverage { req.costs } else { None },
+            };
+            if let Some(mut p) = self.engine.greedy_picker(kind, r, &inputs)? {
+                ran_on = self.engine.kind();
+                device = Some(driver::greedy(&mut *p, n, req.retained, &lim, &facts)?);
             }
-            _ => {
-                let d = dense
-                    .as_ref()
-                    .ok_or_else(|| Error::invalid("embeddings", "missing"))?;
-                match m {
-                    Method::Mmr => run_scorer(&mut Mmr::new(d, lambda), cfg.mode, n, inp.retained, &lim),
-                    Method::Grn => run_scorer(
-                        &mut Grn::new(d, cfg.residual_eps),
-                        cfg.mode,
-                        n,
-                        inp.retained,
-                        &lim,
-                    ),
-                    Method::Centroid => run_scorer(&mut Centroid::new(d), cfg.mode, n, inp.retained, &lim),
-                    Method::Dpp => run_scorer(
-                        &mut Dpp::new(d, cfg.residual_eps),
-                        cfg.mode,
-                        n,
-                        inp.retained,
-                        &lim,
-                    ),
-                    Method::Coverage | Method::Hybrid => {
-                        let cov = coverage::Coverage::build(
-                            d,
-                            inp.costs,
-                            cfg.coverage_dense_max,
-                            cfg.coverage_knn,
-                        )?;
-                        if cov.is_sparse() {
-                            notes.push(format!(
-                            "pool of {n} is above {} items: coverage uses a sparse {}-nearest-neighbour similarity",
-                            cfg.coverage_dense_max, cfg.coverage_knn
-                        ));
-                        }
-                        if m == Method::Coverage {
-                            run_scorer(&mut { cov }, cfg.mode, n, inp.retained, &lim)
-                        } else {
-                            let mut h = Hybrid {
-                                grn: Grn::new(d, cfg.residual_eps),
-                                cov,
-                                w: weights,
-                            };
-                            run_scorer(&mut h, cfg.mode, n, inp.retained, &lim)
-                        }
-                    }
-                    Method::Lexical => unreachable!("handled above"),
+        }
+        if self.engine.kind() != BackendKind::Cpu && ran_on == BackendKind::Cpu {
+            notes.push(format!(
+                "{} in {} mode runs on the CPU (no {} path for it)",
+                m.name(),
+                mode.name(),
+                self.engine.name()
+            ));
+        }
+        let out = match device {
+            Some((selected, gains, stop)) => Outcome {
+                selected,
+                gains,
+                stop: Some(stop),
+            },
+            None => self.on_cpu(dense.as_ref(), n, req, &lim, &facts, &mut notes)?,
+        };
+        // A gain that overflowed (a cost of 1e-320, weights of 1e308) is not a number a
+        // caller can use: say which item instead of printing null.
+        if let Some(k) = out.gains.iter().position(|g| !g.is_finite()) {
+            return Err(Error::invalid(
+                format!("item {}", out.selected[k]),
+                format!(
+                    "its score is {} (overflow from the costs or weights given)",
+                    out.gains[k]
+                ),
+            ));
+        }
+        let tokens_selected = out
+            .selected
+            .iter()
+            .map(|&x| req.costs.map_or(1.0, |c| c[x]))
+            .sum::<f64>()
+            + 0.0;
+        Ok(Selection {
+            method: m,
+            mode,
+            selected: out.selected,
+            gains: out.gains,
+            stop: out.stop,
+            threshold: self.threshold,
+            tokens_selected,
+            notes,
+            backend: ran_on,
+        })
+    }
+
+    /// The CPU path: the method's scorer, gated or stepped by the lazy picker.
+    fn on_cpu(
+        &self,
+        dense: Option<&Dense<'_>>,
+        n: usize,
+        req: &Request<'_>,
+        lim: &Limits<'_>,
+        facts: &Facts,
+        notes: &mut Vec<String>,
+    ) -> Result<Outcome> {
+        let (m, mode, eager, eps) = (
+            self.cfg.method,
+            self.cfg.mode,
+            self.cfg.eager_only,
+            self.cfg.residual_eps,
+        );
+        if m == Method::Lexical {
+            let texts = req.texts.unwrap_or(&[]);
+            let lex = lexical::Lexical::new(texts, req.query_text.unwrap_or(""), self.lex_w);
+            return run_scorer(
+                &mut Mmr::new(lex, self.lambda),
+                mode,
+                n,
+                req.retained,
+                lim,
+                facts,
+                eager,
+            );
+        }
+        let d = dense.ok_or_else(|| Error::invalid("embeddings", "missing"))?;
+        match m {
+            Method::Mmr => run_scorer(
+                &mut Mmr::new(d, self.lambda),
+                mode,
+                n,
+                req.retained,
+                lim,
+                facts,
+                eager,
+            ),
+            Method::Grn => run_scorer(&mut Grn::new(d, eps), mode, n, req.retained, lim, facts, eager),
+            Method::Centroid => run_scorer(&mut Centroid::new(d), mode, n, req.retained, lim, facts, eager),
+            Method::Dpp => run_scorer(&mut Dpp::new(d, eps), mode, n, req.retained, lim, facts, eager),
+            Method::Coverage | Method::Hybrid => {
+                let cov = coverage::Coverage::build(
+                    d,
+                    req.costs,
+                    self.cfg.coverage_dense_max,
+                    self.cfg.coverage_knn,
+                )?;
+                if cov.is_sparse() {
+                    notes.push(format!(
+                        "pool of {n} is above {} items: coverage uses a sparse {}-nearest-neighbour similarity",
+                        self.cfg.coverage_dense_max, self.cfg.coverage_knn
+                    ));
+                }
+                if m == Method::Coverage {
+                    run_scorer(&mut { cov }, mode, n, req.retained, lim, facts, eager)
+                } else {
+                    let mut h = Hybrid {
+                        grn: Grn::new(d, eps),
+                        cov,
+                        w: self.weights,
+                    };
+                    run_scorer(&mut h, mode, n, req.retained, lim, facts, eager)
                 }
             }
-        },
-    };
-    // A gain that overflowed (a cost of 1e-320, weights of 1e308) is not a number a caller
-    // can use: say which item instead of printing null.
-    if let Some(k) = out.gains.iter().position(|g| !g.is_finite()) {
-        return Err(Error::invalid(
-            format!("item {}", out.selected[k]),
-            format!(
-                "its score is {} (overflow from the costs or weights given)",
-                out.gains[k]
-            ),
-        ));
+            Method::Lexical => Err(Error::invalid("method", "lexical is handled above")),
+        }
     }
-    let tokens_selected = out
-        .selected
-        .iter()
-        .map(|&x| inp.costs.map_or(1.0, |c| c[x]))
-        .sum::<f64>()
-        + 0.0;
-    Ok(Selection {
-        method: m,
-        mode: cfg.mode,
-        selected: out.selected,
-        gains: out.gains,
-        stop: out.stop,
-        threshold,
-        tokens_selected,
-        notes,
-        backend: ran_on,
-    })
 }
 
-/// Greedy selection on GPU `ord` for the methods with a CUDA path (MMR, GRN, DPP,
-/// centroid drift, dense coverage); `None` for the others (gating, hybrid, sparse
-/// coverage), which run on the CPU.
-#[cfg(feature = "cuda")]
-#[allow(clippy::too_many_arguments)]
-fn device_greedy(
-    ord: usize,
-    m: Method,
-    d: &Dense<'_>,
-    lambda: f64,
-    cfg: &SelectConfig,
-    inp: &Inputs<'_>,
-    lim: &Limits<'_>,
-    n: usize,
-) -> Result<Option<Outcome>> {
-    use crate::backend::cuda::ops::{DevKind, GreedyDev};
-    if cfg.mode != Mode::Greedy {
-        return Ok(None);
-    }
-    let (kind, floor, nonpos) = match m {
-        Method::Mmr => (DevKind::Mmr { lambda }, None, true),
-        Method::Grn => (
-            DevKind::Grn {
-                eps: cfg.residual_eps,
-            },
-            Some(cfg.residual_eps),
-            false,
-        ),
-        Method::Dpp => (
-            DevKind::Dpp {
-                eps: cfg.residual_eps,
-            },
-            Some(cfg.residual_eps),
-            false,
-        ),
-        Method::Centroid => (DevKind::Centroid, Some(presets::CENTROID_NOISE_FLOOR), false),
-        Method::Coverage if n <= cfg.coverage_dense_max => (DevKind::Coverage, None, false),
-        _ => return Ok(None),
-    };
-    let dev = crate::backend::cuda::device(ord)?;
-    let budget_costs: Option<Vec<f64>> = lim
-        .token_budget
-        .map(|_| lim.costs.map_or_else(|| vec![1.0; n], <[f64]>::to_vec));
-    let cov_costs = if m == Method::Coverage { inp.costs } else { None };
-    let mut g = GreedyDev::new(
-        dev,
-        kind,
-        d.e.as_slice(),
-        d.e.dim(),
-        &d.inv,
-        d.rel.as_deref(),
-        budget_costs.as_deref(),
-        cov_costs,
-    )?;
-    let (selected, gains, stop) = driver::greedy_device(&mut g, n, inp.retained, lim, floor, nonpos)?;
-    Ok(Some(Outcome {
-        selected,
-        gains,
-        stop: Some(stop),
-    }))
+/// Runs `cfg` on `inp` on the CPU: a thin wrapper over [`Selector`] (the config is checked
+/// on every call and the rows normalised per call; a service keeps a [`Selector`] and a
+/// [`Pool`] instead).
+pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
+    Selector::new(&Engine::cpu(), cfg.clone())?.select_inputs(inp)
 }
 
 struct Outcome {
@@ -754,15 +864,25 @@ struct Outcome {
     stop: Option<Stop>,
 }
 
-fn run_scorer<S: Scorer>(s: &mut S, mode: Mode, n: usize, retained: &[usize], lim: &Limits<'_>) -> Outcome {
+#[allow(clippy::too_many_arguments)]
+fn run_scorer<S: Scorer>(
+    s: &mut S,
+    mode: Mode,
+    n: usize,
+    retained: &[usize],
+    lim: &Limits<'_>,
+    facts: &Facts,
+    eager_only: bool,
+) -> Result<Outcome> {
     match mode {
         Mode::Greedy => {
-            let (selected, gains, stop) = driver::greedy(s, n, retained, lim);
-            Outcome {
+            let mut p = LazyPicker::new(s, n, lim.costs, eager_only);
+            let (selected, gains, stop) = driver::greedy(&mut p, n, retained, lim, facts)?;
+            Ok(Outcome {
                 selected,
                 gains,
                 stop: Some(stop),
-            }
+            })
         }
         Mode::Gate => {
             let tau = lim.threshold.unwrap_or(f64::NEG_INFINITY);
@@ -770,11 +890,11 @@ fn run_scorer<S: Scorer>(s: &mut S, mode: Mode, n: usize, retained: &[usize], li
                 .into_iter()
                 .filter(|&(_, v)| v >= tau)
                 .unzip();
-            Outcome {
+            Ok(Outcome {
                 selected,
                 gains,
                 stop: None,
-            }
+            })
         }
     }
 }

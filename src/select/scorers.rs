@@ -4,30 +4,27 @@
 
 use super::coverage::Coverage;
 use super::driver::Scorer;
-use crate::backend::cpu;
+use crate::backend::cpu::{self, orthonormal_extension};
+use crate::backend::picker::Rows;
 use crate::embeddings::Embeddings;
 
 /// Cosines over a pool of unit-normalised rows (SPEC: "computed on unit-normalized
-/// embeddings"; a unit copy is made unless the rows are already unit), every inner product
-/// accumulated in `f64` and divided by the unit rows' exact `f64` norms:
-/// `cos(i, j) = <e~_i, e~_j> / (‖e~_i‖ ‖e~_j‖)`. Normalising first makes rows that differ
-/// only in scale bit-identical, so their scores tie exactly and the lower index wins;
-/// dividing by the exact norms keeps residuals of in-span vectors at ~1e-16.
+/// embeddings"), every inner product accumulated in `f64` and divided by the unit rows'
+/// exact `f64` norms: `cos(i, j) = <e~_i, e~_j> / (‖e~_i‖ ‖e~_j‖)`. Normalising first makes
+/// rows that differ only in scale bit-identical, so their scores tie exactly and the lower
+/// index wins; dividing by the exact norms keeps residuals of in-span vectors at ~1e-16.
 pub(crate) struct Dense<'a> {
-    pub e: std::borrow::Cow<'a, Embeddings>,
-    pub inv: Vec<f64>,
+    pub e: &'a Embeddings,
+    pub inv: &'a [f64],
     /// `cos(x, q)` for every row, when there is a query.
     pub rel: Option<Vec<f64>>,
 }
 
 impl<'a> Dense<'a> {
-    pub fn new(e: &'a Embeddings, query: Option<&[f32]>) -> crate::Result<Self> {
-        let e = if e.is_unit() {
-            std::borrow::Cow::Borrowed(e)
-        } else {
-            std::borrow::Cow::Owned(e.normalized()?)
-        };
-        let inv = e.inv_norms()?;
+    /// The pool's unit rows with the relevance of every row to `query`.
+    pub fn new(rows: &Rows<'a>, query: Option<&[f32]>) -> crate::Result<Self> {
+        let e = rows.e;
+        let inv = rows.inv;
         let rel = match query {
             None => None,
             Some(q) => {
@@ -37,7 +34,7 @@ impl<'a> Dense<'a> {
                 let inv_q = 1.0 / cpu::dot(q, q).sqrt();
                 let mut r = vec![0.0; e.rows()];
                 cpu::matvec(e.as_slice(), e.dim(), q, &mut r);
-                r.iter_mut().zip(&inv).for_each(|(v, &i)| *v *= i * inv_q);
+                r.iter_mut().zip(inv).for_each(|(v, &i)| *v *= i * inv_q);
                 Some(r)
             }
         };
@@ -128,9 +125,6 @@ impl<S: Similarity> Scorer for Mmr<S> {
     fn monotone(&self) -> bool {
         !self.picks.is_empty() && self.lambda <= 1.0
     }
-    fn stops_at_non_positive(&self) -> bool {
-        true
-    }
 }
 
 /// GRN: `‖x~ - P_C x~‖²` with one orthonormal basis of span(C) kept in `f64`
@@ -150,27 +144,6 @@ impl<'a> Grn<'a> {
             basis: Vec::new(),
             eps,
         }
-    }
-}
-
-/// The unit vector `row · inv` orthogonalised against `basis` by modified Gram–Schmidt,
-/// applied twice, normalised; `None` when its squared residual is at most `eps` (a
-/// direction already in the span adds nothing). Both backends extend GRN's basis with it.
-pub(crate) fn orthonormal_extension(row: &[f32], inv: f64, basis: &[Vec<f64>], eps: f64) -> Option<Vec<f64>> {
-    let mut v: Vec<f64> = row.iter().map(|&a| f64::from(a) * inv).collect();
-    for _ in 0..2 {
-        for u in basis {
-            let p: f64 = v.iter().zip(u).map(|(a, b)| a * b).sum();
-            cpu::axpy(-p, u, &mut v);
-        }
-    }
-    let nn: f64 = v.iter().map(|a| a * a).sum();
-    if nn > eps {
-        let s = 1.0 / nn.sqrt();
-        v.iter_mut().for_each(|a| *a *= s);
-        Some(v)
-    } else {
-        None
     }
 }
 
@@ -201,9 +174,6 @@ impl Scorer for Grn<'_> {
     }
     fn monotone(&self) -> bool {
         true
-    }
-    fn floor(&self) -> Option<f64> {
-        Some(self.eps)
     }
 }
 
@@ -274,9 +244,6 @@ impl Scorer for Dpp<'_> {
     fn monotone(&self) -> bool {
         true
     }
-    fn floor(&self) -> Option<f64> {
-        Some(self.eps)
-    }
 }
 
 /// Centroid drift `1 - cos(mu_C, mu_{C+x})` from `‖S‖²` and `<S, x~>`, where `S` is the
@@ -330,11 +297,6 @@ impl Scorer for Centroid<'_> {
     fn monotone(&self) -> bool {
         false
     }
-    fn floor(&self) -> Option<f64> {
-        // "No positive gain" at f64 resolution: 1 - cos of two unit vectors carries
-        // ~1e-16 of rounding, so smaller drifts are not evidence of any.
-        Some(super::presets::CENTROID_NOISE_FLOOR)
-    }
 }
 
 /// Combined / hybrid: `alpha·cos(x,q) + beta·V_GRN + gamma·V_SC`, plain signed weights.
@@ -367,8 +329,5 @@ impl Scorer for Hybrid<'_> {
     // The relevance term is fixed; GRN and coverage gains only fall.
     fn monotone(&self) -> bool {
         self.w[1] >= 0.0 && self.w[2] >= 0.0
-    }
-    fn stops_at_non_positive(&self) -> bool {
-        true
     }
 }

@@ -1,60 +1,30 @@
-//! `ctxprune gpu-check`: on a machine with an NVIDIA GPU, every CUDA primitive and every
-//! selector with a CUDA path against the CPU reference on fresh random inputs, then the
-//! timing table of the CUDA backend issue, with the device's measured copy bandwidth and
-//! GEMM rates beside it. Runs from a release binary; needs no Rust toolchain.
+//! The device half of `ctxprune gpu-check`: every CUDA primitive against the CPU on fresh
+//! random inputs of odd sizes, and the device-level timing table. The selectors and
+//! reranks end to end, through the public API on a CUDA and a CPU engine, are checked
+//! above the backend (`crate::gpu_check`).
 //!
 //! Correctness rules: relative error `|gpu - cpu| / max(|cpu|, 1)` at most 1e-4 for f32
 //! inputs and 1e-2 for f16/bf16 inputs (against the CPU on the f32 originals); NaN never
 //! passes; device outputs are filled with NaN before each run so an element a kernel
-//! fails to write is caught; selections must agree item for item.
+//! fails to write is caught.
 
-use super::ops::{self, DevKind, DevPool, Elem, GramPath, GreedyDev};
-use super::Device;
+use super::batched::MmrBatched;
+use super::gp::{posterior_of, DevStore};
+use super::gram::{gemm_raw, gram_batched, gram_into, kernel_row, upload_rows, DevPool, Elem, GramPath};
+use super::greedy::{argmax_masked, GreedyDev};
+use super::raw::Lane;
+use super::selftest::mmr_direct;
+use super::{Device, DeviceInfo};
+use crate::backend::cpu;
+use crate::backend::gp::{GpStore, KernelRows, PoolKernel};
+use crate::backend::picker::{Picker, PickerInputs, PickerKind, Rows};
+use crate::backend::report::{max_rel_err, random, rel_err, worst, CheckReport};
+use crate::backend::Resident;
 use crate::embeddings::Embeddings;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::rng::Rng;
 use crate::similarity::Kernel;
-use std::sync::Arc;
 use std::time::Instant;
-
-struct Report {
-    fails: Vec<String>,
-}
-
-impl Report {
-    fn check(&mut self, what: &str, err: f64, tol: f64) {
-        let pass = !err.is_nan() && err <= tol;
-        println!(
-            "  {:<58} max rel err {:>10.3e}  (<= {tol:.0e})  {}",
-            what,
-            err,
-            if pass { "ok" } else { "FAIL" }
-        );
-        if !pass {
-            self.fails.push(format!("{what}: {err:e} > {tol:e}"));
-        }
-    }
-
-    fn same(&mut self, what: &str, ok: bool, detail: &str) {
-        println!(
-            "  {:<58} {}",
-            what,
-            if ok {
-                "ok".to_string()
-            } else {
-                format!("FAIL ({detail})")
-            }
-        );
-        if !ok {
-            self.fails.push(format!("{what}: {detail}"));
-        }
-    }
-}
-
-fn random(n: usize, d: usize, rng: &mut Rng) -> Result<Embeddings> {
-    let data: Vec<f32> = (0..n * d).map(|_| rng.normal() as f32).collect();
-    Embeddings::new(n, d, data, "gpu-check")
-}
 
 fn half_bits(e: &Embeddings, h: Elem) -> Vec<u16> {
     e.as_slice()
@@ -73,95 +43,76 @@ const KERNELS: [Kernel; 4] = [
     Kernel::Matern52 { l2: 0.6 },
 ];
 
-/// Runs the check on device `ordinal` with random inputs from `seed` (fresh from the
-/// clock when `None`; printed, so a failure can be replayed); `timing` adds the timing
-/// table. Errors when no usable GPU is there (the check never skips) or when any
-/// comparison fails.
-pub fn run(ordinal: usize, seed: Option<u64>, timing: bool) -> Result<()> {
-    let dev = super::device(ordinal)?;
-    let (free, total) = dev.ctx.mem_get_info().unwrap_or((0, 0));
-    println!(
-        "device {}: {} (sm_{}{}), {:.1} GiB ({:.1} GiB free); kernels compiled for {} by NVRTC {}.{}; cuBLAS: {}",
-        dev.ordinal,
-        dev.name,
-        dev.cc.0,
-        dev.cc.1,
-        total as f64 / (1u64 << 30) as f64,
+/// One line naming the device.
+#[must_use]
+pub fn header(dev: &Device) -> String {
+    let DeviceInfo { total_mem, .. } = dev.info();
+    let (free, _) = dev.mem_info();
+    format!(
+        "{}; {:.1} GiB ({:.1} GiB free); cuBLAS: {}",
+        dev.describe(),
+        *total_mem as f64 / (1u64 << 30) as f64,
         free as f64 / (1u64 << 30) as f64,
-        dev.arch,
-        dev.nvrtc.0,
-        dev.nvrtc.1,
-        dev.blas_missing.as_deref().unwrap_or("yes")
-    );
-    let seed = seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-    });
-    println!(
-        "random inputs from seed {seed} (replay with --seed {seed})\n\ncorrectness against the CPU path:"
-    );
-    let mut rep = Report { fails: Vec::new() };
-    let mut rng = Rng::new(seed);
-    primitives(&dev, &mut rng, &mut rep)?;
-    selectors(&dev, &mut rng, &mut rep)?;
-    rerank(&dev, &mut rng, &mut rep)?;
-    if timing {
-        timings(&dev, &mut rng)?;
-    }
-    if rep.fails.is_empty() {
-        println!("\ngpu-check: every comparison passed");
-        Ok(())
-    } else {
-        Err(Error::Backend {
-            backend: "cuda".into(),
-            msg: format!(
-                "gpu-check failed {} comparison(s): {}",
-                rep.fails.len(),
-                rep.fails.join("; ")
-            ),
-        })
-    }
+        dev.info().blas_missing.as_deref().unwrap_or("yes")
+    )
 }
 
-fn primitives(dev: &Arc<Device>, rng: &mut Rng, rep: &mut Report) -> Result<()> {
+/// Every device primitive against the CPU.
+pub(crate) fn primitives(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
+    let lane = dev.lane()?;
     // Gram blocks, f32 inputs, both paths, every kernel; odd sizes.
     let e = random(333, 77, rng)?;
-    let pool = DevPool::upload(dev, &e)?;
-    let mut g = dev.zeros::<f32>(e.rows() * e.rows())?;
+    let pool = DevPool::upload(&lane, &e)?;
+    let mut g = lane.zeros::<f32>(e.rows() * e.rows())?;
     for k in KERNELS {
         let want = crate::similarity::gram(&e, k)?;
         for path in [GramPath::Tiled, GramPath::Cublas] {
-            if path == GramPath::Cublas && dev.blas.is_none() {
+            if path == GramPath::Cublas && !lane.has_blas() {
                 continue;
             }
-            dev.fill(&mut g, f32::NAN)?;
-            ops::gram_into(dev, &pool, k, Some(path), &mut g)?;
-            let got = dev.download(&g)?;
+            lane.fill(&mut g, f32::NAN)?;
+            gram_into(&lane, pool.r(), k, Some(path), &mut g)?;
+            let got = lane.download(g.v())?;
             rep.check(
                 &format!("Gram f32 {path:?} {k:?} n=333 d=77"),
-                ops::max_rel_err(&got, &want),
+                max_rel_err(&got, &want),
                 1e-4,
             );
         }
     }
+    // Row inverse norms on the device (f32 accumulation) against the exact ones.
+    {
+        let mut inv = lane.filled(e.rows(), f32::NAN)?;
+        let x = lane.upload(e.as_slice())?;
+        super::raw::row_inv_norms_f32(
+            &lane,
+            super::per_row(e.rows()),
+            x.v(),
+            super::to_i64(e.rows()),
+            super::to_i32(e.dim(), "dim")?,
+            inv.vm(),
+        )?;
+        let got = lane.download(inv.v())?;
+        let want: Vec<f32> = e.inv_norms()?.iter().map(|&v| v as f32).collect();
+        rep.check("row inverse norms f32 n=333 d=77", max_rel_err(&got, &want), 1e-5);
+    }
     // Half inputs against the CPU on the f32 originals.
     let e = random(301, 129, rng)?;
-    let mut g = dev.zeros::<f32>(e.rows() * e.rows())?;
+    let mut g = lane.zeros::<f32>(e.rows() * e.rows())?;
     for h in [Elem::Bf16, Elem::F16] {
-        let hp = DevPool::upload_half(dev, &half_bits(&e, h), e.rows(), e.dim(), h)?;
+        let hp = DevPool::upload_half(&lane, &half_bits(&e, h), e.rows(), e.dim(), h)?;
         for k in [Kernel::Cosine, Kernel::Vmf { kappa: 4.0 }] {
             let want = crate::similarity::gram(&e, k)?;
             for path in [GramPath::Tiled, GramPath::Cublas] {
-                if path == GramPath::Cublas && dev.blas.is_none() {
+                if path == GramPath::Cublas && !lane.has_blas() {
                     continue;
                 }
-                dev.fill(&mut g, f32::NAN)?;
-                ops::gram_into(dev, &hp, k, Some(path), &mut g)?;
-                let got = dev.download(&g)?;
+                lane.fill(&mut g, f32::NAN)?;
+                gram_into(&lane, hp.r(), k, Some(path), &mut g)?;
+                let got = lane.download(g.v())?;
                 rep.check(
                     &format!("Gram {h:?} inputs {path:?} {k:?} n=301 d=129"),
-                    ops::max_rel_err(&got, &want),
+                    max_rel_err(&got, &want),
                     1e-2,
                 );
             }
@@ -172,375 +123,329 @@ fn primitives(dev: &Arc<Device>, rng: &mut Rng, rep: &mut Report) -> Result<()> 
     let pools: Vec<Embeddings> = sizes.iter().map(|&n| random(n, 45, rng)).collect::<Result<_>>()?;
     let refs: Vec<&Embeddings> = pools.iter().collect();
     for k in [Kernel::Cosine, Kernel::Rbf { l2: 0.9 }] {
-        let got = ops::gram_batched(dev, &refs, k)?;
+        let got = gram_batched(dev, &refs, k)?;
         let want = crate::similarity::gram_batched(&refs, k)?;
-        let err = got
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| ops::max_rel_err(a, b))
-            .fold(0.0f64, |m, e| {
-                if e.is_nan() || m.is_nan() {
-                    f64::NAN
-                } else {
-                    m.max(e)
-                }
-            });
+        let err = worst(got.iter().zip(&want).map(|(a, b)| max_rel_err(a, b)));
         rep.check(
             &format!("Gram batched, {} pools of 1..250, {k:?}", sizes.len()),
             err,
             1e-4,
         );
     }
-    // A kernel row equals the Gram's row.
-    let e = random(517, 33, rng)?;
-    let pool = DevPool::upload(dev, &e)?;
-    let inv = e.inv_norms()?;
-    let k = Kernel::Matern52 { l2: 0.5 };
-    let want = crate::similarity::gram(&e, k)?;
-    let j = rng.below(e.rows());
-    let y = dev.upload(e.row(j))?;
-    let mut out = dev.zeros::<f32>(e.rows())?;
-    dev.fill(&mut out, f32::NAN)?;
-    ops::kernel_row(dev, &pool, &y, inv[j] as f32, k, &mut out)?;
-    let got = dev.download(&out)?;
+    kernel_rows_and_gp_store(dev, &lane, rng, rep)?;
     // Masked argmax with ties, a mask and a budget, against a direct scan.
     let n = 70_001;
-    let g: Vec<f64> = (0..n).map(|_| (rng.below(50) as f64) / 7.0).collect();
+    let gains: Vec<f64> = (0..n).map(|_| (rng.below(50) as f64) / 7.0).collect();
     let alive: Vec<u8> = (0..n).map(|_| u8::from(rng.below(5) != 0)).collect();
     let cost: Vec<f64> = (0..n).map(|_| 1.0 + rng.below(10) as f64).collect();
-    let (gd, ad, cd) = (dev.upload(&g)?, dev.upload(&alive)?, dev.upload(&cost)?);
+    let (gd, ad, cd) = (lane.upload(&gains)?, lane.upload(&alive)?, lane.upload(&cost)?);
     for budget in [None, Some(4.0)] {
         let want = (0..n)
             .filter(|&i| alive[i] == 1 && budget.is_none_or(|b| cost[i] <= b))
             .fold(None::<usize>, |b, i| match b {
-                Some(j) if g[j] >= g[i] => Some(j),
+                Some(j) if gains[j] >= gains[i] => Some(j),
                 _ => Some(i),
             });
-        let got = ops::argmax_masked(dev, &gd, &ad, budget.map(|b| (&cd, b)))?.map(|p| p.0);
+        let got = argmax_masked(&lane, &gd, &ad, budget.map(|b| (&cd, b)))?.map(|p| p.0);
         rep.same(
             &format!("masked argmax n={n}, ties, budget {budget:?}"),
             got == want,
             &format!("got {got:?}, want {want:?}"),
         );
     }
-    // GP posterior moments and the UCB pick, against their host definitions.
-    {
-        let n = 9_973;
-        let v = |rng: &mut Rng| -> Vec<f64> { (0..n).map(|_| rng.normal()).collect() };
-        let (mu0, a, b) = (v(rng), v(rng), v(rng));
-        let colsq: Vec<f64> = (0..n).map(|_| 1.2 * rng.uniform()).collect();
-        let (m, sd) = (0.3, 1.7);
-        let (mean, var) = ops::gp_posterior(dev, &mu0, &a, &b, &colsq, m, sd)?;
-        let err = (0..n)
-            .map(|i| {
-                let wm = (mu0[i] + m) + (a[i] - m * b[i]);
-                let wv = sd * sd * (1.0 - colsq[i]).max(0.0);
-                ops::rel_err(mean[i], wm).max(ops::rel_err(var[i], wv))
-            })
-            .fold(0.0f64, |acc, e| {
-                if e.is_nan() || acc.is_nan() {
-                    f64::NAN
-                } else {
-                    acc.max(e)
-                }
-            });
-        rep.check("GP posterior moments n=9973", err, 1e-12);
-        let scored: Vec<bool> = (0..n).map(|_| rng.below(3) == 0).collect();
-        let y: Vec<Option<f64>> = scored.iter().map(|&s| s.then_some(0.0)).collect();
-        let got = ops::ucb_argmax(dev, &mean, &var, &scored, 0.7)?;
-        let want = crate::rerank::ucb_pick(&mean, &var, &y, 0.7);
-        rep.same(
-            "UCB pick n=9973",
-            got == want,
-            &format!("got {got:?}, want {want:?}"),
+    // GP posterior moments against their host definition.
+    let n = 9_973;
+    let v = |rng: &mut Rng| -> Vec<f64> { (0..n).map(|_| rng.normal()).collect() };
+    let (mu0, a, b) = (v(rng), v(rng), v(rng));
+    let colsq: Vec<f64> = (0..n).map(|_| 1.2 * rng.uniform()).collect();
+    let (m, sd) = (0.3, 1.7);
+    let (mean, var) = posterior_of(&lane, &mu0, &a, &b, &colsq, m, sd)?;
+    let err = worst((0..n).map(|i| {
+        let wm = (mu0[i] + m) + (a[i] - m * b[i]);
+        let wv = sd * sd * (1.0 - colsq[i]).max(0.0);
+        rel_err(mean[i], wm).max(rel_err(var[i], wv))
+    }));
+    rep.check("GP posterior moments n=9973", err, 1e-12);
+    batched(dev, rng, rep)?;
+    greedy_steps(dev, rng, rep)
+}
+
+/// Kernel rows read on demand from a resident pool, and the device GP store against the
+/// CPU store (appends, columns, posterior, UCB pick).
+fn kernel_rows_and_gp_store(dev: &Device, lane: &Lane, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
+    let e = random(517, 33, rng)?.normalized()?;
+    let inv = e.inv_norms()?;
+    let dev_rows = upload_rows(dev, &e, &inv)?;
+    let resident = Resident::Host;
+    let q: Vec<f32> = (0..33).map(|_| rng.normal() as f32).collect();
+    let k = Kernel::Matern52 { l2: 0.5 };
+    let src = PoolKernel::new(
+        Rows {
+            e: &e,
+            inv: &inv,
+            resident: &resident,
+        },
+        &q,
+        k,
+    )?;
+    let n = e.rows();
+    let mut want = vec![0.0f64; n];
+    let mut out = lane.zeros::<f32>(n)?;
+    for j in [rng.below(n), n - 1] {
+        src.row(j, &mut want);
+        lane.fill(&mut out, f32::NAN)?;
+        let y = dev_rows.x.slice(j * 33..(j + 1) * 33);
+        kernel_row(lane, &dev_rows, y, inv[j], k, Some(j), &mut out)?;
+        let got: Vec<f64> = lane.download(out.v())?.into_iter().map(f64::from).collect();
+        rep.check(
+            &format!("kernel row {j} (Matern-5/2) from the resident pool n=517 d=33"),
+            worst(got.iter().zip(&want).map(|(&g, &w)| rel_err(g, w))),
+            1e-4,
         );
     }
+    // The GP store: the same appends on both, then the posterior and a column.
+    let mu0: Vec<f64> = (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect();
+    let mut cpu_store = cpu::gp::CpuStore::new(&src, mu0.clone());
+    let mut dev_store = DevStore::new(dev, &dev_rows, &src, &mu0)?;
+    let obs: Vec<Option<usize>> = std::iter::once(None)
+        .chain((0..70).map(|_| Some(rng.below(n))))
+        .collect();
+    for (t, &o) in obs.iter().enumerate() {
+        let l: Vec<f64> = (0..t).map(|_| 0.1 * rng.normal()).collect();
+        let (lnn, urn, u1n) = (1.0 + rng.uniform(), rng.normal(), rng.normal());
+        cpu_store.append(o, &l, lnn, urn, u1n)?;
+        dev_store.append(o, &l, lnn, urn, u1n)?;
+    }
+    let (mut m1, mut v1, mut m2, mut v2) = (vec![0.0; n], vec![0.0; n], vec![f64::NAN; n], vec![f64::NAN; n]);
+    cpu_store.posterior(0.2, 1.3, &mut m1, &mut v1)?;
+    dev_store.posterior(0.2, 1.3, &mut m2, &mut v2)?;
     rep.check(
-        "kernel row (Matern-5/2) n=517 d=33",
-        ops::max_rel_err(&got, &want[j * e.rows()..(j + 1) * e.rows()]),
+        "GP store: 71 appends (capacity doubled), posterior n=517",
+        worst((0..n).map(|i| rel_err(m2[i], m1[i]).max(rel_err(v2[i], v1[i])))),
         1e-4,
     );
-    Ok(())
-}
-
-fn selectors(dev: &Arc<Device>, rng: &mut Rng, rep: &mut Report) -> Result<()> {
-    use crate::select::{select, Inputs, Method, SelectConfig};
-    let ord = dev.ordinal;
-    let (n, d) = (513, 67);
-    let mut e = random(n, d, rng)?;
-    // Exact duplicates: ties must go to the lower index on both backends.
-    let mut data = e.as_slice().to_vec();
-    for (dst, src) in [(400usize, 7usize), (401, 8), (402, 7)] {
-        let row: Vec<f32> = data[src * d..(src + 1) * d].to_vec();
-        data[dst * d..(dst + 1) * d].copy_from_slice(&row);
-    }
-    e = Embeddings::new(n, d, data, "gpu-check")?;
-    let q: Vec<f32> = (0..d).map(|i| e.row(3)[i] + 0.5 * rng.normal() as f32).collect();
-    let costs: Vec<f64> = (0..n).map(|_| 1.0 + rng.below(40) as f64).collect();
-    let retained = [5usize, 400, 77];
-    for m in [
-        Method::Mmr,
-        Method::Grn,
-        Method::Dpp,
-        Method::Centroid,
-        Method::Coverage,
-    ] {
-        for (label, k, budget, ret) in [
-            ("k=40", Some(40), None, false),
-            ("token budget 300", None, Some(300.0), false),
-            ("retained 3, k=25", Some(25), None, true),
-        ] {
-            let mut cfg = SelectConfig::new(m);
-            if let Some(k) = k {
-                cfg = cfg.k(k);
-            }
-            if let Some(b) = budget {
-                cfg = cfg.token_budget(b);
-            }
-            let inp = Inputs {
-                embeddings: Some(&e),
-                query: Some(&q),
-                costs: Some(&costs),
-                retained: if ret { &retained } else { &[] },
-                ..Inputs::default()
-            };
-            let cpu = select(&cfg.clone().backend(crate::Backend::Cpu), &inp)?;
-            let gpu = select(&cfg.backend(crate::Backend::Cuda(ord)), &inp)?;
-            let what = format!("select {} greedy, {label}, n={n} d={d}", m.name());
-            let same = cpu.selected == gpu.selected && cpu.stop == gpu.stop;
-            rep.same(
-                &format!("{what}: same picks"),
-                same && gpu.backend == crate::Backend::Cuda(ord),
-                &format!(
-                    "cpu {:?} ({:?}) vs cuda {:?} ({:?}) on {}",
-                    cpu.selected,
-                    cpu.stop,
-                    gpu.selected,
-                    gpu.stop,
-                    gpu.backend.name()
-                ),
-            );
-            if same {
-                let err = cpu
-                    .gains
-                    .iter()
-                    .zip(&gpu.gains)
-                    .map(|(&c, &g)| ops::rel_err(g, c))
-                    .fold(0.0f64, |m, e| {
-                        if e.is_nan() || m.is_nan() {
-                            f64::NAN
-                        } else {
-                            m.max(e)
-                        }
-                    });
-                rep.check(&format!("{what}: gains"), err, 1e-4);
-            }
-        }
-    }
-    // Batched MMR against select on each pool.
-    let (pools, pn, pd, k) = (33, 101, 29, 9);
-    let (rows, inv, rel, refs) = batched_problem(pools, pn, pd, rng)?;
-    let got = ops::MmrBatched::new(dev.clone(), &rows, &inv, &rel, pools, pn, pd)?.run(0.5, k)?;
-    // Its argmax compares gains rounded to f32: a divergence is accepted only where the
-    // two picks' gains are equal at that resolution (a near-tie), and reported.
-    let (mut bad, mut near) = (Vec::new(), 0);
-    for (b, (e, q)) in refs.iter().enumerate() {
-        let cfg = SelectConfig::new(Method::Mmr).lambda(0.5).k(k);
-        let inp = Inputs {
-            embeddings: Some(e),
-            query: Some(q),
-            ..Inputs::default()
-        };
-        let want = select(&cfg, &inp)?;
-        let have: Vec<usize> = got[b].iter().map(|p| p.0).collect();
-        if want.selected == have {
-            continue;
-        }
-        let s = want
-            .selected
-            .iter()
-            .zip(&have)
-            .take_while(|(a, b)| a == b)
-            .count();
-        let tie = s < want.gains.len() && s < got[b].len() && (want.gains[s] as f32) == (got[b][s].1 as f32);
-        if tie {
-            near += 1;
+    let j = rng.below(n);
+    let (c1, c2) = (cpu_store.column(j)?, dev_store.column(j)?);
+    rep.check(
+        "GP store: a column of V",
+        if c1.len() == c2.len() {
+            worst(c1.iter().zip(&c2).map(|(&a, &b)| rel_err(b, a)))
         } else {
-            bad.push(format!("pool {b}: {:?} vs {have:?}", want.selected));
-        }
-    }
+            f64::NAN
+        },
+        1e-4,
+    );
+    let scored: Vec<bool> = (0..n).map(|_| rng.below(3) == 0).collect();
+    let want = crate::backend::gp::ucb_argmax(&m2, &v2, &scored, 0.7);
+    let got = dev_store.ucb_pick(0.2, 1.3, &scored, 0.7)?;
     rep.same(
-        &format!("MMR batched, {pools} pools of {pn}, k={k}: same picks as select ({near} f32 near-ties)"),
-        bad.is_empty(),
-        &bad.join("; "),
+        "GP store: UCB pick on the device",
+        got == want,
+        &format!("got {got:?}, want {want:?}"),
     );
     Ok(())
 }
 
-type Batched = (Vec<f32>, Vec<f64>, Vec<f64>, Vec<(Embeddings, Vec<f32>)>);
+type Batched = (
+    Vec<f32>,
+    Vec<f64>,
+    Vec<f64>,
+    Vec<(Embeddings, Vec<f64>, Vec<f64>)>,
+);
 
 /// `pools` random pools with queries: unit rows back to back, their exact inverse norms,
-/// relevances, and each pool with its query for the CPU reference.
+/// relevances, and each pool with its norms and relevances for the reference.
 fn batched_problem(pools: usize, n: usize, d: usize, rng: &mut Rng) -> Result<Batched> {
     let (mut rows, mut inv, mut rel, mut refs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..pools {
         let e = random(n, d, rng)?.normalized()?;
         let q: Vec<f32> = (0..d).map(|_| rng.normal() as f32).collect();
         let iv = e.inv_norms()?;
-        let qn = crate::backend::cpu::dot(&q, &q).sqrt();
-        for (i, &v) in iv.iter().enumerate() {
-            rel.push(crate::backend::cpu::dot(e.row(i), &q) * v / qn);
-        }
+        let qn = cpu::dot(&q, &q).sqrt();
+        let r: Vec<f64> = iv
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| cpu::dot(e.row(i), &q) * v / qn)
+            .collect();
         rows.extend_from_slice(e.as_slice());
-        inv.extend(iv);
-        refs.push((e, q));
+        inv.extend_from_slice(&iv);
+        rel.extend_from_slice(&r);
+        refs.push((e, iv, r));
     }
     Ok((rows, inv, rel, refs))
 }
 
-fn rerank(dev: &Arc<Device>, rng: &mut Rng, rep: &mut Report) -> Result<()> {
-    use crate::rerank::{rerank, DenseKernel, Method, Precomputed, RerankConfig};
-    let e = random(701, 41, rng)?.normalized()?;
+/// Batched MMR against the definition on each pool.
+fn batched(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
+    let (pools, pn, pd, k) = (33, 101, 29, 9);
+    let (rows, inv, rel, refs) = batched_problem(pools, pn, pd, rng)?;
+    let got = MmrBatched::new(dev, &rows, &inv, &rel, pools, pn, pd)?.run(0.5, k)?;
+    // Its argmax compares gains rounded to f32: a divergence is accepted only where the
+    // two picks' gains are equal at that resolution (a near-tie), and reported.
+    let (mut bad, mut near) = (Vec::new(), 0);
+    for (b, (e, iv, r)) in refs.iter().enumerate() {
+        let want = mmr_direct(e, iv, r, 0.5, k);
+        let have: Vec<usize> = got[b].iter().map(|p| p.0).collect();
+        let wsel: Vec<usize> = want.iter().map(|p| p.0).collect();
+        if wsel == have {
+            continue;
+        }
+        let s = wsel.iter().zip(&have).take_while(|(a, b)| a == b).count();
+        let tie = s < want.len() && s < got[b].len() && (want[s].1 as f32) == (got[b][s].1 as f32);
+        if tie {
+            near += 1;
+        } else {
+            bad.push(format!("pool {b}: {wsel:?} vs {have:?}"));
+        }
+    }
+    rep.same(
+        &format!(
+            "MMR batched, {pools} pools of {pn}, k={k}: same picks as the definition ({near} f32 near-ties)"
+        ),
+        bad.is_empty(),
+        &bad.join("; "),
+    );
+    Ok(())
+}
+
+/// The device pickers stepped directly on a resident pool against the definition (the
+/// selectors through `select` are checked above the backend).
+fn greedy_steps(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
+    let e = random(700, 41, rng)?.normalized()?;
+    let inv = e.inv_norms()?;
+    let rows = upload_rows(dev, &e, &inv)?;
     let q: Vec<f32> = (0..41).map(|_| rng.normal() as f32).collect();
-    let scores: Vec<f64> = (0..701).map(|_| rng.uniform()).collect();
-    let k = Kernel::Vmf { kappa: 5.0 };
-    // One kernel for both runs, so a difference is the GP's (the device Gram is checked
-    // on its own above).
-    let cpu_k = DenseKernel::build(&e, &q, k)?;
-    let gpu_k = &cpu_k;
-    for m in [Method::BoundaryMorph, Method::Bagel] {
-        let run = |kernel: &DenseKernel, b: crate::Backend| -> Result<crate::rerank::Reranked> {
-            let mut cfg = RerankConfig::new(m, 60, 20);
-            cfg.backend = b;
-            rerank(&cfg, kernel, &mut Precomputed::new(scores.clone(), 60)?)
-        };
-        let c = run(&cpu_k, crate::Backend::Cpu)?;
-        let g = run(gpu_k, crate::Backend::Cuda(dev.ordinal))?;
-        rep.same(
-            &format!("rerank {} B=60 k=20 n=701: same calls and top-k", m.name()),
-            c.scored == g.scored && c.selected == g.selected,
-            &format!("calls {:?} vs {:?}", c.scored, g.scored),
+    let qn = cpu::dot(&q, &q).sqrt();
+    let rel: Vec<f64> = (0..700).map(|i| cpu::dot(e.row(i), &q) * inv[i] / qn).collect();
+    let inputs = PickerInputs {
+        rel: Some(&rel),
+        ..PickerInputs::default()
+    };
+    let mut p = GreedyDev::new(
+        dev,
+        &rows,
+        e.as_slice(),
+        &inv,
+        PickerKind::Mmr { lambda: 0.6 },
+        &inputs,
+    )?;
+    let mut got = Vec::new();
+    while got.len() < 25 {
+        match p.best(None)? {
+            Some((x, g)) if g > 0.0 => {
+                p.add(x, false)?;
+                got.push((x, g));
+            }
+            _ => break,
+        }
+    }
+    let want = mmr_direct(&e, &inv, &rel, 0.6, 25);
+    let same = got.iter().map(|p| p.0).eq(want.iter().map(|p| p.0));
+    rep.same(
+        "MMR picker stepped on a resident pool n=700 d=41, k=25",
+        same,
+        &format!(
+            "{:?} vs {:?}",
+            got.iter().map(|p| p.0).collect::<Vec<_>>(),
+            want.iter().map(|p| p.0).collect::<Vec<_>>()
+        ),
+    );
+    if same {
+        rep.check(
+            "  its gains",
+            worst(got.iter().zip(&want).map(|(g, w)| rel_err(g.1, w.1))),
+            1e-8,
         );
     }
     Ok(())
 }
 
-/// Median wall time in ms of `reps` runs of `f`, each ended by a device sync.
-fn median_ms(dev: &Device, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+/// Median wall time in ms of `reps` runs of `f`, each ended by a lane sync.
+pub(crate) fn median_ms(lane: &Lane, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     f()?; // warm-up
-    dev.sync()?;
+    lane.sync()?;
     let mut v = Vec::with_capacity(reps);
     for _ in 0..reps {
         let t = Instant::now();
         f()?;
-        dev.sync()?;
+        lane.sync()?;
         v.push(t.elapsed().as_secs_f64() * 1e3);
     }
     v.sort_by(f64::total_cmp);
     Ok(v[v.len() / 2])
 }
 
-fn row(what: &str, gpu_ms: f64, target: &str, met: Option<bool>, note: &str) {
-    let m = match met {
-        Some(true) => "met",
-        Some(false) => "MISSED",
-        None => "",
-    };
-    println!("{what:<44} {gpu_ms:>10.3} {target:>12} {m:>7}  {note}");
-}
-
-fn timings(dev: &Arc<Device>, rng: &mut Rng) -> Result<()> {
-    println!("\ntimings (median of 5 after a warm-up; device synchronised before the clock stops):");
-    // Copy bandwidth.
+/// The device-level timing rows: copy bandwidth, GEMM rates, the Gram, greedy steps on a
+/// resident pool, batched MMR.
+pub(crate) fn timings(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
+    let lane = dev.lane()?;
     let mb = 256usize;
     let host = vec![1.0f32; mb << 18];
-    let mut d1 = dev.zeros::<f32>(host.len())?;
-    let mut d2 = dev.zeros::<f32>(host.len())?;
+    let mut d1 = lane.zeros::<f32>(host.len())?;
+    let mut d2 = lane.zeros::<f32>(host.len())?;
     let mut back = vec![0.0f32; host.len()];
-    let h2d = median_ms(dev, 5, || {
-        dev.stream
-            .memcpy_htod(&host, &mut d1)
-            .map_err(|e| super::err(format!("copy: {e}")))
-    })?;
-    let d2h = median_ms(dev, 5, || {
-        dev.stream
-            .memcpy_dtoh(&d1, &mut back)
-            .map_err(|e| super::err(format!("copy: {e}")))
-    })?;
-    let d2d = median_ms(dev, 5, || {
-        dev.stream
-            .memcpy_dtod(&d1, &mut d2)
-            .map_err(|e| super::err(format!("copy: {e}")))
-    })?;
-    let gb = (mb as f64) / 1024.0;
-    println!(
+    let h2d = median_ms(&lane, 5, || lane.write(&host, d1.vm()))?;
+    let d2h = median_ms(&lane, 5, || lane.read(d1.v(), &mut back))?;
+    let d2d = median_ms(&lane, 5, || lane.copy(d1.v(), d2.vm()))?;
+    let gb = (mb as f64) / 1024.0 * 1.073_741_824;
+    rep.bandwidth = Some(format!(
         "copy bandwidth, {mb} MiB: host->device {:.1} GB/s (pageable), device->host {:.1} GB/s, device->device {:.0} GB/s (read + write)",
-        gb * 1.073_741_824 / (h2d / 1e3),
-        gb * 1.073_741_824 / (d2h / 1e3),
-        2.0 * gb * 1.073_741_824 / (d2d / 1e3)
-    );
+        gb / (h2d / 1e3),
+        gb / (d2h / 1e3),
+        2.0 * gb / (d2d / 1e3)
+    ));
     drop((d1, d2, host, back));
 
-    println!(
-        "\n{:<44} {:>10} {:>12} {:>7}  note",
-        "workload", "GPU ms", "target", ""
-    );
-    // Gram N = 10,000, d = 1,024.
     let (n, d) = (10_000, 1024);
     let e = random(n, d, rng)?;
-    let pool = DevPool::upload(dev, &e)?;
-    let mut g = dev.zeros::<f32>(n * n)?;
+    let pool = DevPool::upload(&lane, &e)?;
+    let mut g = lane.zeros::<f32>(n * n)?;
     let flops = 2.0 * (n as f64) * (n as f64) * (d as f64);
     let vmf = Kernel::Vmf { kappa: 4.0 };
-    let mut sgemm = f64::NAN;
-    if dev.blas.is_some() {
-        sgemm = median_ms(dev, 5, || ops::gemm_raw(dev, &pool, &mut g))?;
-        row(
+    if lane.has_blas() {
+        let sgemm = median_ms(&lane, 5, || gemm_raw(&lane, pool.r(), &mut g))?;
+        rep.time(
             "cuBLAS SGEMM X X^T, 10k x 10k x 1024",
             sgemm,
             "",
             None,
             &format!("{:.1} TFLOP/s", flops / sgemm / 1e9),
         );
+        let gram_blas = median_ms(&lane, 5, || {
+            gram_into(&lane, pool.r(), vmf, Some(GramPath::Cublas), &mut g)
+        })?;
+        rep.time(
+            "Gram cos+vMF f32, N=10k d=1024 (cuBLAS+epi)",
+            gram_blas,
+            "<= 2x SGEMM",
+            Some(gram_blas <= 2.0 * sgemm),
+            &format!("{:.2}x SGEMM", gram_blas / sgemm),
+        );
     }
-    let gram_blas = if dev.blas.is_some() {
-        median_ms(dev, 5, || {
-            ops::gram_into(dev, &pool, vmf, Some(GramPath::Cublas), &mut g)
-        })?
-    } else {
-        f64::NAN
-    };
-    row(
-        "Gram cos+vMF f32, N=10k d=1024 (cuBLAS+epi)",
-        gram_blas,
-        "<= 2x SGEMM",
-        Some(gram_blas <= 2.0 * sgemm),
-        &format!("{:.2}x SGEMM", gram_blas / sgemm),
-    );
-    let gram_tiled = median_ms(dev, 3, || {
-        ops::gram_into(dev, &pool, vmf, Some(GramPath::Tiled), &mut g)
+    let gram_tiled = median_ms(&lane, 3, || {
+        gram_into(&lane, pool.r(), vmf, Some(GramPath::Tiled), &mut g)
     })?;
-    row(
+    rep.time(
         "Gram cos+vMF f32, tiled kernel (fused epi)",
         gram_tiled,
         "",
         None,
         &format!("{:.1} TFLOP/s", flops / gram_tiled / 1e9),
     );
-    let hp = DevPool::upload_half(dev, &half_bits(&e, Elem::Bf16), n, d, Elem::Bf16)?;
-    if dev.blas.is_some() {
-        let bgemm = median_ms(dev, 5, || ops::gemm_raw(dev, &hp, &mut g))?;
-        row(
+    if lane.has_blas() {
+        let hp = DevPool::upload_half(&lane, &half_bits(&e, Elem::Bf16), n, d, Elem::Bf16)?;
+        let bgemm = median_ms(&lane, 5, || gemm_raw(&lane, hp.r(), &mut g))?;
+        rep.time(
             "cuBLAS GemmEx bf16 -> f32, same shape",
             bgemm,
             "",
             None,
             &format!("{:.1} TFLOP/s", flops / bgemm / 1e9),
         );
-        let gb16 = median_ms(dev, 5, || {
-            ops::gram_into(dev, &hp, vmf, Some(GramPath::Cublas), &mut g)
+        let gb16 = median_ms(&lane, 5, || {
+            gram_into(&lane, hp.r(), vmf, Some(GramPath::Cublas), &mut g)
         })?;
-        row(
+        rep.time(
             "Gram cos+vMF, bf16 inputs",
             gb16,
             "<= 1 ms",
@@ -550,31 +455,43 @@ fn timings(dev: &Arc<Device>, rng: &mut Rng) -> Result<()> {
     }
     let t = Instant::now();
     let _cpu = crate::similarity::gram(&e, vmf)?;
-    row(
+    rep.time(
         "  (CPU Gram, same shape, this host)",
         t.elapsed().as_secs_f64() * 1e3,
         "",
         None,
         "one run",
     );
-    drop((g, hp, pool));
+    drop((g, pool));
 
-    // Greedy MMR and DPP, N = 10,000, k = 100 (state built once, outside the clock).
+    // Greedy MMR and DPP steps on a resident pool, N = 10,000, k = 100 (state built
+    // outside the clock; one 16-byte read back per step).
     let en = e.normalized()?;
     let inv = en.inv_norms()?;
+    let rows = upload_rows(dev, &en, &inv)?;
     let q: Vec<f32> = (0..d).map(|_| rng.normal() as f32).collect();
-    let qn = crate::backend::cpu::dot(&q, &q).sqrt();
-    let rel: Vec<f64> = (0..n)
-        .map(|i| crate::backend::cpu::dot(en.row(i), &q) * inv[i] / qn)
-        .collect();
+    let qn = cpu::dot(&q, &q).sqrt();
+    let rel: Vec<f64> = (0..n).map(|i| cpu::dot(en.row(i), &q) * inv[i] / qn).collect();
+    let inputs = PickerInputs {
+        rel: Some(&rel),
+        ..PickerInputs::default()
+    };
     for (kind, name, target) in [
-        (DevKind::Mmr { lambda: 0.5 }, "greedy MMR N=10k k=100", 2.0),
-        (DevKind::Dpp { eps: 1e-10 }, "greedy DPP N=10k k=100", 3.0),
+        (
+            PickerKind::Mmr { lambda: 0.5 },
+            "greedy MMR steps N=10k k=100",
+            2.0,
+        ),
+        (
+            PickerKind::Dpp { eps: 1e-10 },
+            "greedy DPP steps N=10k k=100",
+            3.0,
+        ),
     ] {
         let mut times = Vec::new();
         for _ in 0..6 {
-            let mut s = GreedyDev::new(dev.clone(), kind, en.as_slice(), d, &inv, Some(&rel), None, None)?;
-            dev.sync()?;
+            let mut s = GreedyDev::new(dev, &rows, en.as_slice(), &inv, kind, &inputs)?;
+            lane.sync()?;
             let t = Instant::now();
             for _ in 0..100 {
                 match s.best(None)? {
@@ -582,73 +499,27 @@ fn timings(dev: &Arc<Device>, rng: &mut Rng) -> Result<()> {
                     None => break,
                 }
             }
-            dev.sync()?;
             times.push(t.elapsed().as_secs_f64() * 1e3);
         }
         let times = &mut times[1..];
         times.sort_by(f64::total_cmp);
         let ms = times[times.len() / 2];
-        row(
+        rep.time(
             name,
             ms,
             &format!("<= {target} ms"),
             Some(ms <= target),
-            "one 16-byte read back per step",
+            "resident pool, state built outside the clock",
         );
-    }
-    let cpu_mmr = {
-        use crate::select::{select, Inputs, Method, SelectConfig};
-        let t = Instant::now();
-        let inp = Inputs {
-            embeddings: Some(&en),
-            query: Some(&q),
-            ..Inputs::default()
-        };
-        select(&SelectConfig::new(Method::Mmr).lambda(0.5).k(100), &inp)?;
-        t.elapsed().as_secs_f64() * 1e3
-    };
-    row(
-        "  (CPU greedy MMR, same problem, this host)",
-        cpu_mmr,
-        "",
-        None,
-        "one run",
-    );
-
-    // BoundaryMORPH, N = 10,000, k = 100, B = 500 (oracle precomputed; kernel build excluded).
-    {
-        use crate::rerank::{rerank, DenseKernel, Method, Precomputed, RerankConfig};
-        let kern = Kernel::Vmf { kappa: 4.0 };
-        let dk = DenseKernel::build_on(&en, &q, kern, &crate::Backend::Cuda(dev.ordinal))?;
-        let scores: Vec<f64> = (0..n).map(|i| (0.5 + 0.5 * rel[i]).clamp(0.0, 1.0)).collect();
-        for (b, label) in [
-            (
-                crate::Backend::Cuda(dev.ordinal),
-                "BoundaryMORPH N=10k k=100 B=500",
-            ),
-            (crate::Backend::Cpu, "  (CPU BoundaryMORPH, same problem)"),
-        ] {
-            let mut cfg = RerankConfig::new(Method::BoundaryMorph, 500, 100);
-            cfg.backend = b.clone();
-            let reps = if b == crate::Backend::Cpu { 1 } else { 3 };
-            let ms = median_ms(dev, reps, || {
-                rerank(&cfg, &dk, &mut Precomputed::new(scores.clone(), 500)?).map(|_| ())
-            })?;
-            if b == crate::Backend::Cpu {
-                row(label, ms, "", None, "");
-            } else {
-                row(label, ms, "<= 25 ms", Some(ms <= 25.0), "oracle excluded");
-            }
-        }
     }
 
     // 512 pools of N = 1,000 with MMR k = 20 (d = 384).
     let (pools, pn, pd) = (512, 1000, 384);
-    let (rows, pinv, prel, _) = batched_problem(pools, pn, pd, rng)?;
-    let mb = ops::MmrBatched::new(dev.clone(), &rows, &pinv, &prel, pools, pn, pd)?;
-    let ms = median_ms(dev, 5, || mb.run(0.5, 20).map(|_| ()))?;
-    row(
-        "512 pools N=1000 d=384, MMR k=20",
+    let (prow, pinv, prel, _) = batched_problem(pools, pn, pd, rng)?;
+    let mb = MmrBatched::new(dev, &prow, &pinv, &prel, pools, pn, pd)?;
+    let ms = median_ms(&lane, 5, || mb.run(0.5, 20).map(|_| ()))?;
+    rep.time(
+        "512 pools N=1000 d=384, MMR k=20 (batched)",
         ms,
         "<= 50 ms",
         Some(ms <= 50.0),

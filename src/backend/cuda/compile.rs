@@ -1,49 +1,30 @@
-//! Run-time compilation of the embedded kernels (kernels/*.cu) by NVRTC, and the on-disk
-//! PTX cache.
+//! Run-time compilation of the embedded kernels (kernels/*.cu) by NVRTC, and the optional
+//! on-disk PTX cache.
 //!
 //! Each `.cu` file is one NVRTC program; its `#include "X.cuh"` lines name embedded
 //! headers and are replaced by their text, so no include path is needed. The program log
-//! is kept: the CI proof ([`compile_all`] through `ctxprune kernels`) fails on any
+//! is kept: the CI proof ([`compile_kernels`], behind `ctxprune kernels`) fails on any
 //! warning, the run-time path reports it.
 //!
-//! Compiled PTX is cached per kernel-source hash, NVRTC version and architecture under
-//! `$CTXPRUNE_CACHE_DIR`, else `$XDG_CACHE_HOME/ctxprune`, else `$HOME/.cache/ctxprune`;
-//! a cache that cannot be read or written is skipped, never an error.
+//! Compiled PTX is cached per kernel-source hash, NVRTC version, architecture and options
+//! under [`EngineOptions::cache_dir`] when one is given; a cache that cannot be read or
+//! written is skipped, never an error.
 
-use super::{err, libs, sources};
+use super::{libs, raw, unavailable};
+use crate::backend::report::{Compiled, KernelsReport};
+use crate::backend::EngineOptions;
 use crate::error::Result;
-use std::ffi::{CStr, CString};
-use std::path::PathBuf;
+
+/// The CUDA C sources of kernels/, embedded at build time by build.rs (names, sources and
+/// a content hash that keys the compiled-module cache).
+pub mod sources {
+    include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
+}
 
 /// NVRTC options besides the architecture (part of the PTX cache key). No implicit
 /// contraction of `a * b + c`: sums like `colsq += x * x` round as on the CPU; the
 /// products and dot products that want an FMA ask for one (`fmaf` / `fma`).
 pub const OPTIONS: [&str; 2] = ["--std=c++17", "--fmad=false"];
-
-/// One compiled kernel file.
-#[derive(Clone, Debug)]
-pub struct Compiled {
-    /// The `.cu` file name.
-    pub file: &'static str,
-    /// PTX text.
-    pub ptx: String,
-    /// NVRTC's program log (empty when the compile was clean).
-    pub log: String,
-}
-
-impl Compiled {
-    /// The `extern "C"` kernels (PTX `.entry` names) in this file.
-    #[must_use]
-    pub fn entries(&self) -> Vec<String> {
-        self.ptx
-            .lines()
-            .filter_map(|l| {
-                let rest = l.trim_start().strip_prefix(".visible .entry ")?;
-                Some(rest.split('(').next()?.trim().to_string())
-            })
-            .collect()
-    }
-}
 
 /// The `.cu` files embedded in this build.
 #[must_use]
@@ -57,11 +38,9 @@ pub fn files() -> Vec<&'static str> {
 
 /// The source of `file` with its embedded `#include "X"` lines expanded.
 pub fn expand(file: &str) -> Result<String> {
-    let src = sources::SOURCES
-        .iter()
-        .find(|(n, _)| *n == file)
-        .map(|(_, s)| *s)
-        .ok_or_else(|| err(format!("no kernel file '{file}' in this build")))?;
+    let find = |name: &str| sources::SOURCES.iter().find(|(n, _)| *n == name).map(|(_, s)| *s);
+    let src =
+        find(file).ok_or_else(|| unavailable(None, format!("no kernel file '{file}' in this build")))?;
     let mut out = String::with_capacity(src.len() + 4096);
     for line in src.lines() {
         let inc = line
@@ -69,14 +48,9 @@ pub fn expand(file: &str) -> Result<String> {
             .strip_prefix("#include \"")
             .and_then(|r| r.strip_suffix('"'));
         match inc {
-            Some(h) => {
-                let text = sources::SOURCES
-                    .iter()
-                    .find(|(n, _)| *n == h)
-                    .map(|(_, s)| *s)
-                    .ok_or_else(|| err(format!("{file} includes '{h}', which is not in kernels/")))?;
-                out.push_str(text);
-            }
+            Some(h) => out.push_str(find(h).ok_or_else(|| {
+                unavailable(None, format!("{file} includes '{h}', which is not in kernels/"))
+            })?),
             None => out.push_str(line),
         }
         out.push('\n');
@@ -84,84 +58,41 @@ pub fn expand(file: &str) -> Result<String> {
     Ok(out)
 }
 
-/// NVRTC's version, loading the library first (from the loader path or a CUDA install).
-pub fn nvrtc_version() -> Result<(i32, i32)> {
-    libs::ensure_nvrtc()?;
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: the NVRTC library is loaded (ensure_nvrtc); nvrtcVersion writes two ints
-    // through valid pointers to locals.
-    let rc = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    if rc != cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
-        return Err(err(format!("nvrtcVersion failed: {rc:?}")));
-    }
-    Ok((major, minor))
+/// NVRTC's version, loading the library first.
+pub fn nvrtc_version(opts: &EngineOptions) -> Result<(i32, i32)> {
+    libs::ensure_nvrtc(opts)?;
+    raw::nvrtc_version().map_err(|m| unavailable(None, m))
 }
 
 /// Compiles one kernel file for `arch` (e.g. `"compute_90"`).
-pub fn compile_file(file: &'static str, arch: &str) -> Result<Compiled> {
-    use cudarc::nvrtc::result as nv;
-    libs::ensure_nvrtc()?;
+pub fn compile_file(file: &'static str, arch: &str, opts: &EngineOptions) -> Result<Compiled> {
+    libs::ensure_nvrtc(opts)?;
     let src = expand(file)?;
-    let csrc = CString::new(src).map_err(|_| err(format!("{file}: NUL byte in kernel source")))?;
-    let cname = CString::new(file).map_err(|_| err(format!("{file}: NUL byte in file name")))?;
-    let prog = nv::create_program(&csrc, Some(&cname))
-        .map_err(|e| err(format!("{file}: nvrtcCreateProgram failed: {e:?}")))?;
-    let mut opts = vec![format!("--gpu-architecture={arch}")];
-    opts.extend(OPTIONS.iter().map(|o| (*o).to_string()));
-    // SAFETY: `prog` is a live program created above; the options are valid C strings
-    // built by compile_program.
-    let compiled = unsafe { nv::compile_program(prog, &opts) };
-    // SAFETY: `prog` is live; the log is a NUL-terminated buffer NVRTC sized itself.
-    let log = unsafe { nv::get_program_log(prog) }
-        .map(|raw| {
-            // SAFETY: get_program_log returns a NUL-terminated buffer.
-            let c = unsafe { CStr::from_ptr(raw.as_ptr()) };
-            c.to_string_lossy().trim().to_string()
-        })
-        .unwrap_or_default();
-    let ptx = match compiled {
-        Ok(()) => {
-            // SAFETY: `prog` compiled successfully; the PTX buffer is NUL-terminated.
-            unsafe { nv::get_ptx(prog) }.map(|raw| {
-                // SAFETY: get_ptx returns a NUL-terminated buffer.
-                let c = unsafe { CStr::from_ptr(raw.as_ptr()) };
-                c.to_string_lossy().into_owned()
-            })
-        }
-        Err(e) => Err(e),
-    };
-    // SAFETY: `prog` is live and destroyed exactly once, after its last use.
-    let _ = unsafe { nv::destroy_program(prog) };
-    match ptx {
-        Ok(ptx) => Ok(Compiled { file, ptx, log }),
-        Err(e) => Err(err(format!(
-            "{file}: NVRTC compile for {arch} failed ({e:?}):\n{log}"
-        ))),
+    let mut o = vec![format!("--gpu-architecture={arch}")];
+    o.extend(OPTIONS.iter().map(|s| (*s).to_string()));
+    match raw::nvrtc_compile(&src, file, &o) {
+        Ok((ptx, log)) => Ok(Compiled {
+            file,
+            arch: arch.to_string(),
+            ptx,
+            log,
+        }),
+        Err((what, log)) => Err(unavailable(
+            None,
+            format!(
+                "{file}: NVRTC compile for {arch} failed ({what}): {}",
+                log.lines().next().unwrap_or("no log")
+            ),
+        )),
     }
 }
 
-/// Compiles every kernel file for `arch`.
-pub fn compile_all(arch: &str) -> Result<Vec<Compiled>> {
-    files().into_iter().map(|f| compile_file(f, arch)).collect()
-}
-
-fn cache_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("CTXPRUNE_CACHE_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return Some(PathBuf::from(d).join("ctxprune"));
-    }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("ctxprune"))
-}
-
-/// Every kernel file compiled for `arch`, from the disk cache when a matching entry is
-/// there (same sources, NVRTC version and architecture).
-pub fn compile_all_cached(arch: &str) -> Result<Vec<Compiled>> {
-    let (maj, min) = nvrtc_version()?;
-    let dir = cache_dir();
+/// Every kernel file compiled for `arch`, from the cache when a matching entry is there
+/// (same sources, NVRTC version, architecture and options).
+pub fn compile_all_cached(arch: &str, opts: &EngineOptions) -> Result<Vec<Compiled>> {
+    let (maj, min) = nvrtc_version(opts)?;
     let path = |f: &str| {
-        dir.as_ref().map(|d| {
+        opts.cache_dir.as_ref().map(|d| {
             d.join(format!(
                 "{f}-{:016x}-{arch}-nvrtc{maj}.{min}-{}.ptx",
                 sources::SOURCES_HASH,
@@ -174,13 +105,14 @@ pub fn compile_all_cached(arch: &str) -> Result<Vec<Compiled>> {
         if let Some(ptx) = path(f).and_then(|p| std::fs::read_to_string(p).ok()) {
             out.push(Compiled {
                 file: f,
+                arch: arch.to_string(),
                 ptx,
                 log: String::new(),
             });
             continue;
         }
-        let c = compile_file(f, arch)?;
-        if let (Some(d), Some(p)) = (dir.as_ref(), path(f)) {
+        let c = compile_file(f, arch, opts)?;
+        if let (Some(d), Some(p)) = (opts.cache_dir.as_ref(), path(f)) {
             let tmp = p.with_extension(format!("tmp{}", std::process::id()));
             let _ = std::fs::create_dir_all(d)
                 .and_then(|()| std::fs::write(&tmp, &c.ptx))
@@ -189,4 +121,56 @@ pub fn compile_all_cached(arch: &str) -> Result<Vec<Compiled>> {
         out.push(c);
     }
     Ok(out)
+}
+
+/// Compiles every kernel file for each of `archs` (`sm_XY` or `compute_XY`): no GPU
+/// needed. A malformed architecture is named before any library is looked for.
+pub fn compile_kernels(archs: &[String], opts: &EngineOptions) -> Result<KernelsReport> {
+    let mut targets = Vec::new();
+    for arch in archs {
+        let num = arch
+            .strip_prefix("sm_")
+            .or_else(|| arch.strip_prefix("compute_"))
+            .filter(|n| {
+                let digits = n.chars().take_while(char::is_ascii_digit).count();
+                digits >= 2 && n[digits..].chars().all(|c| c.is_ascii_lowercase())
+            })
+            .ok_or_else(|| {
+                crate::error::Error::invalid("--arch", format!("'{arch}' is not sm_XY or compute_XY"))
+            })?;
+        targets.push(format!("compute_{num}"));
+    }
+    if targets.is_empty() {
+        return Err(crate::error::Error::invalid("--arch", "no architecture given"));
+    }
+    let nvrtc = nvrtc_version(opts)?;
+    let mut compiled = Vec::new();
+    for t in &targets {
+        for f in files() {
+            compiled.push(compile_file(f, t, opts)?);
+        }
+        // Every compiled kernel has a typed launch (raw.rs's table), and every launch a
+        // kernel: a kernel added to a .cu file without one, or renamed, fails here.
+        let mut entries: Vec<String> = compiled
+            .iter()
+            .filter(|c| &c.arch == t)
+            .flat_map(|c| c.entries())
+            .collect();
+        entries.sort();
+        let mut table: Vec<String> = raw::Funcs::NAMES.iter().map(|s| (*s).to_string()).collect();
+        table.sort();
+        if entries != table {
+            let missing: Vec<&String> = entries.iter().filter(|e| !table.contains(e)).collect();
+            let stale: Vec<&String> = table.iter().filter(|e| !entries.contains(e)).collect();
+            return Err(unavailable(
+                None,
+                format!("kernels without a typed launch in raw.rs: {missing:?}; launches without a kernel: {stale:?}"),
+            ));
+        }
+    }
+    Ok(KernelsReport {
+        nvrtc,
+        sources_hash: sources::SOURCES_HASH,
+        compiled,
+    })
 }

@@ -1,280 +1,237 @@
-//! The CUDA backend. Every `unsafe` block of the crate lives in this folder, each with a
-//! `// SAFETY:` line.
+//! The CUDA backend: a [`Device`] opened once per engine, and the capabilities it runs.
 //!
-//! - [`device_count`] / [`open`]: run-time detection that never panics. The driver
-//!   library is looked for before cudarc touches it (cudarc panics when it is missing);
-//!   NVRTC and cuBLAS are looked for on the loader path, then under `$CUDA_HOME`,
-//!   `$CUDA_PATH` and `/usr/local/cuda` ([`libs`]).
-//! - [`compile`]: NVRTC compilation of kernels/*.cu for the device's architecture, with a
-//!   PTX cache on disk; [`Device`] keeps the loaded module per device for the process.
-//! - [`ops`]: the primitives (Gram blocks with kernel epilogues, greedy-selector steps, GP
-//!   posterior updates) and the self-test `open` runs before a device is used.
+//! - [`raw`]: everything that touches the driver, NVRTC and cuBLAS (every `unsafe` of the
+//!   crate): library loading, NVRTC calls, the context, lanes (one stream and cuBLAS
+//!   handle per concurrent request), device buffers and one typed launch function per
+//!   kernel;
+//! - [`libs`], [`compile`]: finding NVRTC and cuBLAS; compiling kernels/*.cu for the
+//!   device's architecture (with an optional on-disk cache);
+//! - [`gram`]: Gram blocks with kernel epilogues, resident pools, kernel rows;
+//! - [`greedy`]: the greedy selectors' step kernels behind the
+//!   [`Picker`](crate::backend::picker::Picker) trait;
+//! - [`gp`]: the GP store of budgeted top-k;
+//! - [`batched`]: MMR over many pools in one launch per step;
+//! - [`selftest`], [`check`]: the check `open` runs, and `ctxprune gpu-check`.
+//!
+//! Opening never panics: the driver library is looked for before cudarc touches it
+//! (cudarc panics when it is missing), and a panic inside a CUDA library while opening is
+//! caught and reported.
 
+pub mod batched;
 pub mod check;
 pub mod compile;
-pub mod ops;
+pub mod gp;
+pub mod gram;
+pub mod greedy;
+pub mod libs;
+pub(crate) mod raw;
+pub mod selftest;
 
+pub use gram::DevRows;
+
+use super::EngineOptions;
 use crate::error::{Error, Result};
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
-pub(crate) fn err(msg: impl Into<String>) -> Error {
-    Error::Backend {
-        backend: "cuda".into(),
+pub(crate) use compile::compile_kernels;
+pub(crate) use gp::gp_store;
+pub(crate) use gram::{gram, gram_batched, upload_rows};
+pub(crate) use greedy::greedy_picker;
+
+/// A [`Error::DeviceUnavailable`] for `cuda:{ordinal}` (or plain `cuda` before a device is
+/// known).
+pub(crate) fn unavailable(ordinal: Option<usize>, msg: impl Into<String>) -> Error {
+    Error::DeviceUnavailable {
+        backend: ordinal.map_or_else(|| "cuda".to_string(), |o| format!("cuda:{o}")),
         msg: msg.into(),
     }
 }
 
-/// Finding the NVRTC and cuBLAS libraries where CUDA installs put them. A library found
-/// by full path is opened once and kept open, so cudarc's later open by file name finds
-/// the already-loaded copy (the dynamic loader matches its soname).
-pub mod libs {
-    use super::err;
-    use crate::error::Result;
-    use std::path::PathBuf;
-    use std::sync::OnceLock;
-
-    /// Directories searched after the loader path, in order.
-    #[must_use]
-    pub fn search_dirs() -> Vec<PathBuf> {
-        let mut dirs = Vec::new();
-        for var in ["CUDA_HOME", "CUDA_PATH"] {
-            if let Some(root) = std::env::var_os(var) {
-                let root = PathBuf::from(root);
-                dirs.push(root.join("lib64"));
-                dirs.push(root.join("lib"));
-                dirs.push(root.join("targets/x86_64-linux/lib"));
-            }
-        }
-        dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
-        dirs.push(PathBuf::from("/usr/local/cuda/targets/x86_64-linux/lib"));
-        dirs
-    }
-
-    /// Opens the first of `names` that loads, from the loader path first, then from
-    /// [`search_dirs`]; the handle is kept for the life of the process.
-    fn preload(names: &[&str]) -> Option<String> {
-        let mut tries: Vec<PathBuf> = names.iter().map(PathBuf::from).collect();
-        for d in search_dirs() {
-            tries.extend(names.iter().map(|n| d.join(n)));
-        }
-        for t in tries {
-            // SAFETY: loading a CUDA library runs its initialisers, which have no
-            // preconditions; the handle is leaked so the library is never unloaded while
-            // cudarc holds symbols from it.
-            if let Ok(lib) = unsafe { libloading::Library::new(&t) } {
-                std::mem::forget(lib);
-                return Some(t.display().to_string());
-            }
-        }
-        None
-    }
-
-    /// Makes NVRTC loadable, or says where it was looked for.
-    pub fn ensure_nvrtc() -> Result<()> {
-        static FOUND: OnceLock<std::result::Result<String, String>> = OnceLock::new();
-        FOUND
-            .get_or_init(|| {
-                let found = preload(&["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]);
-                // SAFETY: is_culib_present only tries to open the library by name.
-                let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
-                match (found, present) {
-                    (Some(p), true) => Ok(p),
-                    _ => Err(format!(
-                        "NVRTC (libnvrtc.so.13) not found on the loader path or in {:?}; set CUDA_HOME or LD_LIBRARY_PATH",
-                        search_dirs()
-                    )),
-                }
-            })
-            .clone()
-            .map(|_| ())
-            .map_err(err)
-    }
-
-    /// Makes cuBLAS loadable, or says where it was looked for.
-    pub fn ensure_cublas() -> Result<()> {
-        static FOUND: OnceLock<std::result::Result<String, String>> = OnceLock::new();
-        FOUND
-            .get_or_init(|| {
-                // cuBLAS needs cuBLASLt: load it first so cuBLAS's own dependency resolves.
-                let _ = preload(&["libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"]);
-                let found = preload(&["libcublas.so.13", "libcublas.so.12", "libcublas.so"]);
-                // SAFETY: is_culib_present only tries to open the library by name.
-                let present = unsafe { cudarc::cublas::sys::is_culib_present() };
-                match (found, present) {
-                    (Some(p), true) => Ok(p),
-                    _ => Err(format!(
-                        "cuBLAS (libcublas.so.13) not found on the loader path or in {:?}",
-                        search_dirs()
-                    )),
-                }
-            })
-            .clone()
-            .map(|_| ())
-            .map_err(err)
-    }
-}
-
-/// Number of CUDA devices, or why none can be reached. Never panics: the driver library
-/// is looked for before cudarc touches it (cudarc panics when it is missing).
-pub fn device_count() -> Result<usize> {
-    // cudarc's dynamic loader panics if libcuda cannot be opened; ask first.
-    // SAFETY: is_culib_present only tries to dlopen the driver library by its known names
-    // and closes it again; it has no preconditions.
-    let present = unsafe { cudarc::driver::sys::is_culib_present() };
-    if !present {
-        return Err(err("no CUDA driver library (libcuda.so) found on this machine"));
-    }
-    let found = std::panic::catch_unwind(|| -> std::result::Result<usize, String> {
-        cudarc::driver::result::init().map_err(|e| format!("cuInit failed: {e}"))?;
-        let n = cudarc::driver::result::device::get_count()
-            .map_err(|e| format!("cuDeviceGetCount failed: {e}"))?;
-        Ok(n as usize)
-    });
-    match found {
-        Ok(Ok(n)) => Ok(n),
-        Ok(Err(msg)) => Err(err(msg)),
-        Err(_) => Err(err("the CUDA driver library could not be loaded")),
-    }
-}
-
-/// A CUDA device with the crate's kernels loaded: one context, one stream, cuBLAS when
-/// the library is there.
-pub struct Device {
+/// What a device is, as opened.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
     /// Device ordinal.
     pub ordinal: usize,
     /// The device's name as the driver reports it.
     pub name: String,
     /// Compute capability.
     pub cc: (i32, i32),
-    /// The NVRTC architecture the kernels were compiled for (`compute_XY`).
+    /// The architecture the kernels were compiled for (`compute_XY`).
     pub arch: String,
     /// The NVRTC version that compiled them.
     pub nvrtc: (i32, i32),
-    pub(crate) ctx: Arc<CudaContext>,
-    pub(crate) stream: Arc<CudaStream>,
-    funcs: HashMap<String, CudaFunction>,
-    pub(crate) blas: Option<cudarc::cublas::CudaBlas>,
+    /// Device memory in bytes.
+    pub total_mem: usize,
     /// Why cuBLAS is not used (the Gram then runs on the crate's tiled kernel).
     pub blas_missing: Option<String>,
+}
+
+/// A CUDA device with the crate's kernels loaded and self-tested; clones share it.
+#[derive(Clone)]
+pub struct Device {
+    ctx: Arc<raw::Context>,
+    info: Arc<DeviceInfo>,
 }
 
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Device")
-            .field("ordinal", &self.ordinal)
-            .field("name", &self.name)
-            .field("cc", &self.cc)
-            .field("arch", &self.arch)
+            .field("info", &self.info)
             .finish_non_exhaustive()
     }
 }
 
+/// Number of CUDA devices, or why none can be reached. Never panics.
+pub fn device_count() -> Result<usize> {
+    if !raw::driver_present() {
+        return Err(unavailable(
+            None,
+            "no CUDA driver library (libcuda.so) found on this machine",
+        ));
+    }
+    match std::panic::catch_unwind(raw::device_count) {
+        Ok(Ok(n)) => Ok(n),
+        Ok(Err(msg)) => Err(unavailable(None, msg)),
+        Err(_) => Err(unavailable(None, "the CUDA driver library could not be loaded")),
+    }
+}
+
 impl Device {
-    pub(crate) fn func(&self, name: &str) -> Result<&CudaFunction> {
-        self.funcs
-            .get(name)
-            .ok_or_else(|| err(format!("kernel '{name}' is not in the compiled module")))
+    /// Opens device `ordinal`: context, kernels compiled for its architecture (NVRTC, or
+    /// the cache in `opts`), cuBLAS when found, then the self-test against the CPU.
+    pub fn open(ordinal: usize, opts: &EngineOptions) -> Result<Device> {
+        let made = std::panic::catch_unwind(|| Device::create(ordinal, opts));
+        let dev = match made {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(unavailable(
+                    Some(ordinal),
+                    "a CUDA library panicked while the device was opened",
+                ))
+            }
+        };
+        selftest::self_test(&dev).map_err(|e| match e {
+            Error::DeviceUnavailable { .. } => e,
+            other => unavailable(Some(ordinal), format!("self-test: {other}")),
+        })?;
+        Ok(dev)
     }
 
-    /// Waits for every queued operation.
-    pub fn sync(&self) -> Result<()> {
-        self.stream
-            .synchronize()
-            .map_err(|e| err(format!("stream synchronize: {e}")))
-    }
-
-    fn create(ordinal: usize) -> Result<Device> {
+    fn create(ordinal: usize, opts: &EngineOptions) -> Result<Device> {
         let n = device_count()?;
         if ordinal >= n {
-            return Err(err(format!(
-                "device {ordinal} requested but {n} CUDA device(s) found"
-            )));
+            return Err(unavailable(
+                Some(ordinal),
+                format!("device {ordinal} requested but {n} CUDA device(s) found"),
+            ));
         }
-        let ctx = CudaContext::new(ordinal).map_err(|e| err(format!("context on device {ordinal}: {e}")))?;
-        // SAFETY: the crate issues all work on one stream per device, so the cross-stream
-        // event tracking this disables is never needed.
-        unsafe { ctx.disable_event_tracking() };
-        let name = ctx.name().unwrap_or_else(|_| "unknown".into());
-        let cc = ctx
-            .compute_capability()
-            .map_err(|e| err(format!("compute capability: {e}")))?;
-        let nvrtc = compile::nvrtc_version()?;
-        let arch = format!("compute_{}{}", cc.0, cc.1);
-        let compiled = compile::compile_all_cached(&arch)?;
-        let mut funcs = HashMap::new();
-        for c in &compiled {
-            let module = ctx
-                .load_module(cudarc::nvrtc::Ptx::from_src(c.ptx.clone()))
-                .map_err(|e| {
-                    err(format!(
-                        "loading {} (PTX from NVRTC {}.{} for {arch}) failed: {e}; a driver older than the NVRTC refuses its PTX: put the NVRTC that ships with the driver's CUDA first on LD_LIBRARY_PATH",
-                        c.file, nvrtc.0, nvrtc.1
-                    ))
-                })?;
-            for entry in c.entries() {
-                let f = module
-                    .load_function(&entry)
-                    .map_err(|e| err(format!("kernel {entry}: {e}")))?;
-                funcs.insert(entry, f);
-            }
-        }
-        let stream = ctx.default_stream();
-        let (blas, blas_missing) = match libs::ensure_cublas().and_then(|()| {
-            cudarc::cublas::CudaBlas::new(stream.clone()).map_err(|e| err(format!("cuBLAS: {e}")))
-        }) {
-            Ok(b) => (Some(b), None),
-            Err(e) => (None, Some(e.to_string())),
+        let nvrtc = compile::nvrtc_version(opts)?;
+        let blas = libs::ensure_cublas(opts);
+        let arch = std::cell::RefCell::new(String::new());
+        let load = |p: &raw::DeviceProps| -> Result<Vec<String>> {
+            let a = format!("compute_{}{}", p.cc.0, p.cc.1);
+            let compiled = compile::compile_all_cached(&a, opts)?;
+            *arch.borrow_mut() = a;
+            Ok(compiled.into_iter().map(|c| c.ptx).collect())
         };
+        let (ctx, props) = raw::Context::create(ordinal, &load, blas.is_ok())?;
         Ok(Device {
-            ordinal,
-            name,
-            cc,
-            arch,
-            nvrtc,
             ctx,
-            stream,
-            funcs,
-            blas,
-            blas_missing,
+            info: Arc::new(DeviceInfo {
+                ordinal,
+                name: props.name,
+                cc: props.cc,
+                arch: arch.into_inner(),
+                nvrtc,
+                total_mem: props.total_mem,
+                blas_missing: blas.err().map(|e| e.to_string()),
+            }),
         })
+    }
+
+    /// What the device is.
+    #[must_use]
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The device ordinal.
+    #[must_use]
+    pub fn ordinal(&self) -> usize {
+        self.info.ordinal
+    }
+
+    /// One line: ordinal, name, architecture, NVRTC, cuBLAS.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        let i = &self.info;
+        format!(
+            "cuda:{} {} (sm_{}{}), kernels for {} by NVRTC {}.{}, cuBLAS {}",
+            i.ordinal,
+            i.name,
+            i.cc.0,
+            i.cc.1,
+            i.arch,
+            i.nvrtc.0,
+            i.nvrtc.1,
+            if i.blas_missing.is_none() { "yes" } else { "no" }
+        )
+    }
+
+    /// Free and total device memory in bytes.
+    #[must_use]
+    pub fn mem_info(&self) -> (usize, usize) {
+        self.ctx.mem_info()
+    }
+
+    /// A lane for one request's work.
+    pub(crate) fn lane(&self) -> Result<raw::Lane> {
+        self.ctx.lane()
     }
 }
 
-type Slot = std::result::Result<Arc<Device>, String>;
+/// Threads per block of every launch (kernels/common.cuh `CTX_TPB`).
+pub(crate) const TPB: u32 = 256;
 
-/// The device with this ordinal, its kernels compiled and self-tested: created once per
-/// process (a failure is remembered too, so `auto` does not retry it).
-pub fn device(ordinal: usize) -> Result<Arc<Device>> {
-    static DEVICES: OnceLock<Mutex<HashMap<usize, Slot>>> = OnceLock::new();
-    let map = DEVICES.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut map = map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let slot = map.entry(ordinal).or_insert_with(|| {
-        let made = std::panic::catch_unwind(|| {
-            let dev = Arc::new(Device::create(ordinal)?);
-            ops::self_test(&dev)?;
-            Ok::<_, Error>(dev)
-        });
-        match made {
-            Ok(Ok(d)) => Ok(d),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("backend cuda: a CUDA library panicked while the device was opened".into()),
-        }
-    });
-    slot.clone().map_err(|m| Error::Backend {
-        backend: "cuda".into(),
-        msg: m.strip_prefix("backend cuda: ").unwrap_or(&m).to_string(),
-    })
+/// One thread per element.
+pub(crate) fn per_elem(n: usize) -> raw::Grid {
+    let blocks = n.div_ceil(TPB as usize).clamp(1, u32::MAX as usize) as u32;
+    raw::Grid {
+        blocks: (blocks, 1, 1),
+        threads: TPB,
+    }
 }
 
-/// Checks that device `ordinal` exists, compiles the kernels and passes the self-test.
-pub fn open(ordinal: usize) -> Result<()> {
-    device(ordinal).map(|_| ())
+/// One warp per row.
+pub(crate) fn per_row(n: usize) -> raw::Grid {
+    per_elem(n.saturating_mul(32))
 }
 
-/// The CUDA C sources of kernels/, embedded at build time by build.rs (names, sources
-/// and a content hash that keys the compiled-module cache).
-pub mod sources {
-    include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
+/// A `rows × cols` matrix: columns over x, rows over y (at most 65,535; kernels stride).
+pub(crate) fn matrix(rows: usize, cols: usize) -> raw::Grid {
+    let bx = cols.div_ceil(TPB as usize).clamp(1, 65_535) as u32;
+    let by = rows.clamp(1, 65_535) as u32;
+    raw::Grid {
+        blocks: (bx, by, 1),
+        threads: TPB,
+    }
+}
+
+/// `v` as a kernel's `int`, or an error naming `what`.
+pub(crate) fn to_i32(v: usize, what: &str) -> Result<i32> {
+    i32::try_from(v).map_err(|_| Error::invalid(what, format!("{v} is above the CUDA path's limit of 2^31")))
+}
+
+/// `v` as a kernel's `long long`.
+pub(crate) fn to_i64(v: usize) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// An error unless `got == n`.
+pub(crate) fn checked_len(what: &str, got: usize, n: usize) -> Result<()> {
+    if got == n {
+        Ok(())
+    } else {
+        Err(Error::invalid(what, format!("{got} values for a pool of {n}")))
+    }
 }

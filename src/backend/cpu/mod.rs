@@ -6,6 +6,8 @@
 //! every target, so a dot product gives the same bits whichever version runs; the lazy
 //! and eager greedy paths both go through [`dot`], so they see identical numbers.
 
+pub mod gp;
+
 use multiversion::multiversion;
 use rayon::prelude::*;
 
@@ -128,6 +130,29 @@ pub fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
     debug_assert_eq!(x.len(), y.len());
     for (yi, &xi) in y.iter_mut().zip(x) {
         *yi = alpha.mul_add(xi, *yi);
+    }
+}
+
+/// The unit vector `row · inv` orthogonalised against `basis` by modified Gram–Schmidt,
+/// applied twice ("twice is enough"), normalised; `None` when its squared residual is at
+/// most `eps` (a direction already in the span adds nothing). GRN's basis grows by it on
+/// every backend.
+#[must_use]
+pub fn orthonormal_extension(row: &[f32], inv: f64, basis: &[Vec<f64>], eps: f64) -> Option<Vec<f64>> {
+    let mut v: Vec<f64> = row.iter().map(|&a| f64::from(a) * inv).collect();
+    for _ in 0..2 {
+        for u in basis {
+            let p: f64 = v.iter().zip(u).map(|(a, b)| a * b).sum();
+            axpy(-p, u, &mut v);
+        }
+    }
+    let nn: f64 = v.iter().map(|a| a * a).sum();
+    if nn > eps {
+        let s = 1.0 / nn.sqrt();
+        v.iter_mut().for_each(|a| *a *= s);
+        Some(v)
+    } else {
+        None
     }
 }
 

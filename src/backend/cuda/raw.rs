@@ -1,0 +1,725 @@
+//! The raw layer of the CUDA backend: every `unsafe` of the crate is in this file, each
+//! block with a `// SAFETY:` line (the crate root denies `unsafe_code`; this module alone
+//! allows it).
+//!
+//! It owns what touches the driver, NVRTC and cuBLAS directly:
+//! - finding and loading the libraries ([`preload`], [`driver_present`]);
+//! - NVRTC calls ([`nvrtc_version`], [`nvrtc_compile`]);
+//! - a device context with its kernels ([`Context`]) and its lanes: a stream with its own
+//!   cuBLAS handle, checked out per request ([`Lane`]) so concurrent callers never share
+//!   a stream;
+//! - device buffers ([`Buf`], [`View`], [`ViewMut`], [`NullPtr`]) and copies;
+//! - one typed launch function per kernel, generated with [`Funcs`] from one table
+//!   ([`kernels!`]): the argument list of each function is the kernel's `extern "C"`
+//!   signature in kernels/*.cu, in order and type, so a call with a wrong argument does
+//!   not compile.
+//!
+//! Everything above this file (uploads, launch configurations, read-backs, pickers, the
+//! GP store) is safe code over these types.
+#![allow(unsafe_code)]
+
+use crate::error::{Error, Result};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr,
+    LaunchArgs, PushKernelArg, ValidAsZeroBits,
+};
+use std::ffi::{CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+// --- libraries --------------------------------------------------------------------------
+
+/// Opens the first of `names` that loads, trying each bare name (the loader path) and then
+/// each directory of `dirs`; the handle is kept for the life of the process, so cudarc's
+/// later open by file name finds the loaded copy (the loader matches its soname).
+pub(crate) fn preload(names: &[&str], dirs: &[PathBuf]) -> Option<String> {
+    let mut tries: Vec<PathBuf> = names.iter().map(PathBuf::from).collect();
+    for d in dirs {
+        tries.extend(names.iter().map(|n| d.join(n)));
+    }
+    for t in tries {
+        // SAFETY: loading a CUDA library runs its initialisers, which have no
+        // preconditions; the handle is leaked so the library is never unloaded while
+        // cudarc holds symbols from it.
+        if let Ok(lib) = unsafe { libloading::Library::new(&t) } {
+            std::mem::forget(lib);
+            return Some(t.display().to_string());
+        }
+    }
+    None
+}
+
+/// True when the CUDA driver library can be opened (cudarc panics on first use when it
+/// cannot, so this is asked first).
+pub(crate) fn driver_present() -> bool {
+    // SAFETY: is_culib_present only tries to dlopen the driver library by its known names
+    // and closes it again; it has no preconditions.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// True when cudarc can open NVRTC by name.
+pub(crate) fn nvrtc_present() -> bool {
+    // SAFETY: is_culib_present only tries to open the library by name.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// True when cudarc can open cuBLAS by name.
+pub(crate) fn cublas_present() -> bool {
+    // SAFETY: is_culib_present only tries to open the library by name.
+    unsafe { cudarc::cublas::sys::is_culib_present() }
+}
+
+/// Number of CUDA devices (the driver library must be present: [`driver_present`]).
+pub(crate) fn device_count() -> std::result::Result<usize, String> {
+    cudarc::driver::result::init().map_err(|e| format!("cuInit failed: {e}"))?;
+    let n =
+        cudarc::driver::result::device::get_count().map_err(|e| format!("cuDeviceGetCount failed: {e}"))?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
+// --- NVRTC ------------------------------------------------------------------------------
+
+/// NVRTC's version (the library must be loaded).
+pub(crate) fn nvrtc_version() -> std::result::Result<(i32, i32), String> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: the NVRTC library is loaded (checked by the caller); nvrtcVersion writes two
+    // ints through valid pointers to locals.
+    let rc = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    if rc != cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(format!("nvrtcVersion failed: {rc:?}"));
+    }
+    Ok((major, minor))
+}
+
+/// Compiles `src` (named `name`) with `opts`: `Ok((ptx, log))`, or `Err((what, log))`.
+pub(crate) fn nvrtc_compile(
+    src: &str,
+    name: &str,
+    opts: &[String],
+) -> std::result::Result<(String, String), (String, String)> {
+    use cudarc::nvrtc::result as nv;
+    let csrc = CString::new(src).map_err(|_| ("NUL byte in kernel source".to_string(), String::new()))?;
+    let cname = CString::new(name).map_err(|_| ("NUL byte in file name".to_string(), String::new()))?;
+    let prog = nv::create_program(&csrc, Some(&cname))
+        .map_err(|e| (format!("nvrtcCreateProgram failed: {e:?}"), String::new()))?;
+    // SAFETY: `prog` is a live program created above; the options are valid C strings
+    // built by compile_program.
+    let compiled = unsafe { nv::compile_program(prog, opts) };
+    // SAFETY: `prog` is live; the log is a NUL-terminated buffer NVRTC sized itself.
+    let log = unsafe { nv::get_program_log(prog) }
+        .map(|raw| {
+            // SAFETY: get_program_log returns a NUL-terminated buffer.
+            let c = unsafe { CStr::from_ptr(raw.as_ptr()) };
+            c.to_string_lossy().trim().to_string()
+        })
+        .unwrap_or_default();
+    let ptx = match compiled {
+        Ok(()) => {
+            // SAFETY: `prog` compiled successfully; the PTX buffer is NUL-terminated.
+            unsafe { nv::get_ptx(prog) }.map(|raw| {
+                // SAFETY: get_ptx returns a NUL-terminated buffer.
+                let c = unsafe { CStr::from_ptr(raw.as_ptr()) };
+                c.to_string_lossy().into_owned()
+            })
+        }
+        Err(e) => Err(e),
+    };
+    // SAFETY: `prog` is live and destroyed exactly once, after its last use.
+    let _ = unsafe { nv::destroy_program(prog) };
+    match ptx {
+        Ok(ptx) => Ok((ptx, log)),
+        Err(e) => Err((format!("{e:?}"), log)),
+    }
+}
+
+// --- context and lanes ------------------------------------------------------------------
+
+/// An error of a running device operation.
+fn failed(ordinal: usize, what: &str, e: impl std::fmt::Display) -> Error {
+    Error::DeviceFailed {
+        backend: format!("cuda:{ordinal}"),
+        msg: format!("{what}: {e}"),
+    }
+}
+
+/// A launch shape: blocks of `block.0` threads (all kernels are 1-D in threads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grid {
+    /// Blocks in x, y, z.
+    pub blocks: (u32, u32, u32),
+    /// Threads per block.
+    pub threads: u32,
+}
+
+struct LaneState {
+    stream: Arc<CudaStream>,
+    blas: Option<cudarc::cublas::CudaBlas>,
+}
+
+/// A device context with the crate's kernels loaded, and its idle lanes.
+pub(crate) struct Context {
+    ordinal: usize,
+    ctx: Arc<CudaContext>,
+    funcs: Funcs,
+    blas: bool,
+    idle: Mutex<Vec<LaneState>>,
+}
+
+/// What the driver says about a device.
+pub(crate) struct DeviceProps {
+    pub name: String,
+    pub cc: (i32, i32),
+    pub total_mem: usize,
+}
+
+impl Context {
+    /// A context on device `ordinal` (the driver must be present and `ordinal` below
+    /// [`device_count`]) with the modules `modules` (PTX texts) loaded; every kernel of
+    /// the table must be found in them.
+    pub(crate) fn create(
+        ordinal: usize,
+        load: &dyn Fn(&DeviceProps) -> std::result::Result<Vec<String>, Error>,
+        blas: bool,
+    ) -> Result<(Arc<Context>, DeviceProps)> {
+        let unavailable = |msg: String| Error::DeviceUnavailable {
+            backend: format!("cuda:{ordinal}"),
+            msg,
+        };
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| unavailable(format!("context on device {ordinal}: {e}")))?;
+        // SAFETY: the crate never shares a buffer between streams while either is working
+        // on it (a pool is uploaded and synchronised before any lane reads it; every other
+        // buffer belongs to one lane), so the cross-stream event tracking this turns off
+        // is never needed.
+        unsafe { ctx.disable_event_tracking() };
+        let props = DeviceProps {
+            name: ctx.name().unwrap_or_else(|_| "unknown".into()),
+            cc: ctx
+                .compute_capability()
+                .map_err(|e| unavailable(format!("compute capability: {e}")))?,
+            total_mem: ctx.total_mem().unwrap_or(0),
+        };
+        let mut loaded = Vec::new();
+        for ptx in load(&props)? {
+            let m = ctx
+                .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+                .map_err(|e| unavailable(format!("loading a kernel module: {e}")))?;
+            loaded.push(m);
+        }
+        let funcs = Funcs::load(&|name: &str| {
+            loaded
+                .iter()
+                .find_map(|m| m.load_function(name).ok())
+                .ok_or_else(|| unavailable(format!("kernel '{name}' is not in the compiled modules")))
+        })?;
+        Ok((
+            Arc::new(Context {
+                ordinal,
+                ctx,
+                funcs,
+                blas,
+                idle: Mutex::new(Vec::new()),
+            }),
+            props,
+        ))
+    }
+
+    /// Free and total device memory in bytes.
+    pub(crate) fn mem_info(&self) -> (usize, usize) {
+        self.ctx.mem_get_info().unwrap_or((0, 0))
+    }
+
+    /// A lane (a stream, with its cuBLAS handle when cuBLAS is loaded) for one request:
+    /// an idle one, or a new one. It returns to the idle list when dropped.
+    pub(crate) fn lane(self: &Arc<Self>) -> Result<Lane> {
+        let reuse = self
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        let st = match reuse {
+            Some(s) => s,
+            None => {
+                let stream = self
+                    .ctx
+                    .new_stream()
+                    .map_err(|e| failed(self.ordinal, "new stream", e))?;
+                let blas = if self.blas {
+                    Some(
+                        cudarc::cublas::CudaBlas::new(stream.clone())
+                            .map_err(|e| failed(self.ordinal, "cuBLAS handle", e))?,
+                    )
+                } else {
+                    None
+                };
+                LaneState { stream, blas }
+            }
+        };
+        Ok(Lane {
+            ctx: self.clone(),
+            st: Some(st),
+        })
+    }
+}
+
+/// One stream of a device, checked out by one request; work queued on it runs in order.
+pub(crate) struct Lane {
+    ctx: Arc<Context>,
+    st: Option<LaneState>,
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        if let Some(st) = self.st.take() {
+            // A lane goes back idle only once its work is done and its stream healthy.
+            if st.stream.synchronize().is_ok() {
+                let mut idle = self
+                    .ctx
+                    .idle
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if idle.len() < 64 {
+                    idle.push(st);
+                }
+            }
+        }
+    }
+}
+
+/// A device buffer of `len` elements (allocated with at least one, so a zero-length
+/// buffer is a valid pointer).
+pub(crate) struct Buf<T> {
+    s: CudaSlice<T>,
+    len: usize,
+}
+
+/// A read-only range of a [`Buf`], as a kernel argument (`const T*`).
+pub(crate) struct View<'a, T>(CudaView<'a, T>);
+/// A writable range of a [`Buf`], as a kernel argument (`T*`).
+pub(crate) struct ViewMut<'a, T>(CudaViewMut<'a, T>);
+/// A nullable `const T*` kernel argument.
+pub(crate) struct NullPtr<'a, T>(Option<View<'a, T>>);
+
+impl<T> Buf<T> {
+    /// Elements.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+    /// The whole buffer, read-only.
+    pub(crate) fn v(&self) -> View<'_, T> {
+        View(self.s.slice(0..self.len))
+    }
+    /// Elements `r`, read-only.
+    pub(crate) fn slice(&self, r: std::ops::Range<usize>) -> View<'_, T> {
+        View(self.s.slice(r))
+    }
+    /// The whole buffer, writable.
+    pub(crate) fn vm(&mut self) -> ViewMut<'_, T> {
+        let len = self.len;
+        ViewMut(self.s.slice_mut(0..len))
+    }
+    /// Elements `r`, writable.
+    pub(crate) fn slice_mut(&mut self, r: std::ops::Range<usize>) -> ViewMut<'_, T> {
+        ViewMut(self.s.slice_mut(r))
+    }
+    /// Two disjoint writable halves, split at `mid` (`mid <= len`).
+    pub(crate) fn split_mut(&mut self, mid: usize) -> (ViewMut<'_, T>, ViewMut<'_, T>) {
+        let (a, b) = self.s.split_at_mut(mid.min(self.len));
+        (ViewMut(a), ViewMut(b))
+    }
+}
+
+impl<'a, T> NullPtr<'a, T> {
+    /// The null pointer.
+    pub(crate) fn null() -> Self {
+        NullPtr(None)
+    }
+    /// `b`'s pointer, or null.
+    pub(crate) fn of(b: Option<&'a Buf<T>>) -> Self {
+        NullPtr(b.map(Buf::v))
+    }
+}
+
+impl Lane {
+    fn stream(&self) -> &Arc<CudaStream> {
+        // A lane always holds its state until dropped.
+        self.st
+            .as_ref()
+            .map(|s| &s.stream)
+            .expect("lane state present until drop")
+    }
+
+    fn fail(&self, what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
+        let o = self.ctx.ordinal;
+        let what = what.to_string();
+        move |e| failed(o, &what, e)
+    }
+
+    /// The device ordinal.
+    pub(crate) fn ordinal(&self) -> usize {
+        self.ctx.ordinal
+    }
+
+    /// True when this lane has a cuBLAS handle.
+    pub(crate) fn has_blas(&self) -> bool {
+        self.st.as_ref().is_some_and(|s| s.blas.is_some())
+    }
+
+    /// A new buffer holding `h`.
+    pub(crate) fn upload<T: DeviceRepr + ValidAsZeroBits>(&self, h: &[T]) -> Result<Buf<T>> {
+        if h.is_empty() {
+            return self.zeros(0);
+        }
+        let s = self
+            .stream()
+            .clone_htod(h)
+            .map_err(self.fail("host-to-device copy"))?;
+        Ok(Buf { s, len: h.len() })
+    }
+
+    /// A new zeroed buffer of `n` elements.
+    pub(crate) fn zeros<T: DeviceRepr + ValidAsZeroBits>(&self, n: usize) -> Result<Buf<T>> {
+        let s = self
+            .stream()
+            .alloc_zeros(n.max(1))
+            .map_err(self.fail("device allocation"))?;
+        Ok(Buf { s, len: n })
+    }
+
+    /// A new buffer of `n` copies of `v`.
+    pub(crate) fn filled<T: DeviceRepr + ValidAsZeroBits + Clone>(&self, n: usize, v: T) -> Result<Buf<T>> {
+        let mut b = self.zeros(n)?;
+        self.fill(&mut b, v)?;
+        Ok(b)
+    }
+
+    /// Overwrites every element of `b` with `v`.
+    pub(crate) fn fill<T: DeviceRepr + Clone>(&self, b: &mut Buf<T>, v: T) -> Result<()> {
+        if b.len == 0 {
+            return Ok(());
+        }
+        let h = vec![v; b.len];
+        let mut dst = b.s.slice_mut(0..b.len);
+        self.stream()
+            .memcpy_htod(&h, &mut dst)
+            .map_err(self.fail("host-to-device copy"))
+    }
+
+    /// Copies `h` into the start of `dst` (which must be at least as long).
+    pub(crate) fn write<T: DeviceRepr>(&self, h: &[T], dst: ViewMut<'_, T>) -> Result<()> {
+        if h.is_empty() {
+            return Ok(());
+        }
+        let mut d = dst.0;
+        if d.len() < h.len() {
+            return Err(failed(
+                self.ctx.ordinal,
+                "host-to-device copy",
+                "destination too short",
+            ));
+        }
+        let mut d = d.slice_mut(0..h.len());
+        self.stream()
+            .memcpy_htod(h, &mut d)
+            .map_err(self.fail("host-to-device copy"))
+    }
+
+    /// Copies `src` into `out` (same length) and waits for it.
+    pub(crate) fn read<T: DeviceRepr>(&self, src: View<'_, T>, out: &mut [T]) -> Result<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        if src.0.len() != out.len() {
+            return Err(failed(self.ctx.ordinal, "device-to-host copy", "length mismatch"));
+        }
+        self.stream()
+            .memcpy_dtoh(&src.0, out)
+            .map_err(self.fail("device-to-host copy"))
+    }
+
+    /// `src` as a new host vector (waits for it).
+    pub(crate) fn download<T: DeviceRepr + Default + Clone>(&self, src: View<'_, T>) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); src.0.len()];
+        self.read(src, &mut out)?;
+        Ok(out)
+    }
+
+    /// Device-to-device copy of `src` into the start of `dst`.
+    pub(crate) fn copy<T: DeviceRepr>(&self, src: View<'_, T>, dst: ViewMut<'_, T>) -> Result<()> {
+        let n = src.0.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let mut d = dst.0;
+        if d.len() < n {
+            return Err(failed(self.ctx.ordinal, "device copy", "destination too short"));
+        }
+        let mut d = d.slice_mut(0..n);
+        self.stream()
+            .memcpy_dtod(&src.0, &mut d)
+            .map_err(self.fail("device copy"))
+    }
+
+    /// Sets every element of `dst` to zero.
+    pub(crate) fn zero<T: DeviceRepr + ValidAsZeroBits>(&self, dst: ViewMut<'_, T>) -> Result<()> {
+        let mut d = dst.0;
+        if d.is_empty() {
+            return Ok(());
+        }
+        self.stream().memset_zeros(&mut d).map_err(self.fail("memset"))
+    }
+
+    /// Waits for every operation queued on this lane.
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.stream()
+            .synchronize()
+            .map_err(self.fail("stream synchronize"))
+    }
+
+    /// `g = X X^T` (`n × n`, f32) for the row-major `n × d` matrix `x` of element type
+    /// `ty` by cuBLAS GemmEx in f32 compute (SGEMM for f32 rows, tensor cores for f16 and
+    /// bf16 rows, f32 accumulation and output).
+    pub(crate) fn gemm_xxt<T>(
+        &self,
+        x: View<'_, T>,
+        ty: GemmType,
+        n: usize,
+        d: usize,
+        g: ViewMut<'_, f32>,
+    ) -> Result<()> {
+        use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
+        let o = self.ctx.ordinal;
+        let blas = self
+            .st
+            .as_ref()
+            .and_then(|s| s.blas.as_ref())
+            .ok_or_else(|| Error::unsupported(format!("cuda:{o}"), "cuBLAS GEMM without cuBLAS"))?;
+        let (ni, di) = (
+            i32::try_from(n).map_err(|_| Error::invalid("rows", format!("{n} is above 2^31")))?,
+            i32::try_from(d).map_err(|_| Error::invalid("dim", format!("{d} is above 2^31")))?,
+        );
+        if x.0.len() < n * d || g.0.len() < n * n {
+            return Err(failed(o, "cublasGemmEx", "buffers smaller than the matrices"));
+        }
+        let ty = match ty {
+            GemmType::F32 => cudaDataType::CUDA_R_32F,
+            GemmType::F16 => cudaDataType::CUDA_R_16F,
+            GemmType::Bf16 => cudaDataType::CUDA_R_16BF,
+        };
+        // cuBLAS runs in the calling thread's current context: make it this device's.
+        self.ctx.ctx.bind_to_thread().map_err(self.fail("bind context"))?;
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let stream = self.stream();
+        let (a, _ga) = x.0.device_ptr(stream);
+        let mut gv = g.0;
+        let (c, _gc) = cudarc::driver::DevicePtrMut::device_ptr_mut(&mut gv, stream);
+        // SAFETY: the row-major n × d matrix is a column-major d × n matrix X; C (n × n,
+        // f32) = X^T X reads n·d elements of `x` (of type `ty`) and writes n·n floats of `g`
+        // (both lengths checked above); compute in f32, so alpha and beta are f32 locals
+        // that outlive the call; the handle is bound to this lane's stream.
+        unsafe {
+            cudarc::cublas::result::gemm_ex(
+                *blas.handle(),
+                cublasOperation_t::CUBLAS_OP_T,
+                cublasOperation_t::CUBLAS_OP_N,
+                ni,
+                ni,
+                di,
+                (&alpha as *const f32).cast(),
+                a as *const std::ffi::c_void,
+                ty,
+                di,
+                a as *const std::ffi::c_void,
+                ty,
+                di,
+                (&beta as *const f32).cast(),
+                c as *mut std::ffi::c_void,
+                cudaDataType::CUDA_R_32F,
+                ni,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| failed(o, "cublasGemmEx", format!("{e:?}")))
+    }
+}
+
+/// Element types of a GEMM input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GemmType {
+    F32,
+    F16,
+    Bf16,
+}
+
+// --- kernel arguments ---------------------------------------------------------------------
+
+/// A kernel argument as the caller gives it, turned into what is pushed.
+trait Arg<'a> {
+    type Pushed: Push;
+    fn prep(self, stream: &CudaStream) -> Self::Pushed;
+}
+/// A prepared kernel argument.
+trait Push {
+    fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>);
+}
+
+impl<'a, T> Arg<'a> for View<'a, T> {
+    type Pushed = CudaView<'a, T>;
+    fn prep(self, _: &CudaStream) -> CudaView<'a, T> {
+        self.0
+    }
+}
+impl<'a, T> Arg<'a> for ViewMut<'a, T> {
+    type Pushed = CudaViewMut<'a, T>;
+    fn prep(self, _: &CudaStream) -> CudaViewMut<'a, T> {
+        self.0
+    }
+}
+impl<'a, T> Arg<'a> for NullPtr<'a, T> {
+    type Pushed = u64;
+    fn prep(self, stream: &CudaStream) -> u64 {
+        self.0.map_or(0, |v| v.0.device_ptr(stream).0)
+    }
+}
+impl<T> Push for CudaView<'_, T> {
+    fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>) {
+        b.arg(&*self);
+    }
+}
+impl<T> Push for CudaViewMut<'_, T> {
+    fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>) {
+        b.arg(self);
+    }
+}
+macro_rules! scalar_args {
+    ($($t:ty),*) => {$(
+        impl<'a> Arg<'a> for $t {
+            type Pushed = $t;
+            fn prep(self, _: &CudaStream) -> $t {
+                self
+            }
+        }
+        impl Push for $t {
+            fn push<'b>(&'b mut self, b: &mut LaunchArgs<'b>) {
+                b.arg(&*self);
+            }
+        }
+    )*};
+}
+scalar_args!(i32, i64, u64, f32, f64);
+
+/// The kernels of kernels/*.cu, one line each: name and the `extern "C"` signature's
+/// arguments in order (`View` = `const T*`, `ViewMut` = `T*`, `NullPtr` = nullable
+/// `const T*`, scalars by value). Generates [`Funcs`] (every kernel looked up when a
+/// device opens) and one launch function per kernel, `name(lane, grid, args...)`.
+macro_rules! kernels {
+    ($( $(#[$m:meta])* fn $name:ident ( $($arg:ident : $ty:ty),* $(,)? ); )*) => {
+        /// Every kernel of the crate, loaded from the compiled modules.
+        pub(crate) struct Funcs {
+            $( $name: CudaFunction, )*
+        }
+
+        impl Funcs {
+            /// The kernel names, in table order.
+            pub(crate) const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+
+            fn load(get: &dyn Fn(&str) -> Result<CudaFunction>) -> Result<Funcs> {
+                Ok(Funcs { $( $name: get(stringify!($name))?, )* })
+            }
+        }
+
+        $(
+            $(#[$m])*
+            #[allow(clippy::too_many_arguments)]
+            pub(crate) fn $name(lane: &Lane, grid: Grid, $($arg: $ty),*) -> Result<()> {
+                let stream = lane.stream();
+                $( let mut $arg = Arg::prep($arg, stream); )*
+                let f = &lane.ctx.funcs.$name;
+                let mut b = stream.launch_builder(f);
+                $( Push::push(&mut $arg, &mut b); )*
+                let cfg = cudarc::driver::LaunchConfig {
+                    grid_dim: grid.blocks,
+                    block_dim: (grid.threads, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                // SAFETY: the arguments are pushed in the order and with the types of the
+                // kernel's extern "C" signature (this table is that signature); every
+                // buffer is a live allocation of this device, at least as long as the
+                // ranges the kernel indexes for the sizes passed (checked by the callers),
+                // and nullable pointers are 0 or live.
+                unsafe { b.launch(cfg) }
+                    .map(|_| ())
+                    .map_err(|e| failed(lane.ordinal(), concat!("launch ", stringify!($name)), e))
+            }
+        )*
+    };
+}
+
+kernels! {
+    // gram.cu
+    /// `inv[i] = 1 / ||x_i||` of f32 rows (one warp per row).
+    fn row_inv_norms_f32(x: View<'_, f32>, n: i64, d: i32, inv: ViewMut<'_, f32>);
+    /// Same, f16 rows.
+    fn row_inv_norms_f16(x: View<'_, u16>, n: i64, d: i32, inv: ViewMut<'_, f32>);
+    /// Same, bf16 rows.
+    fn row_inv_norms_bf16(x: View<'_, u16>, n: i64, d: i32, inv: ViewMut<'_, f32>);
+    /// The kernel epilogue over a block of raw dot products.
+    fn gram_epilogue_f32(g: ViewMut<'_, f32>, rows: i64, cols: i64, ld: i64, rinv: View<'_, f32>, cinv: View<'_, f32>, kind: i32, p: f32);
+    /// The tiled Gram of many pools, epilogue fused (f32 rows).
+    fn gram_tiled_f32(x: View<'_, f32>, np: View<'_, i32>, row0: View<'_, i64>, out0: View<'_, i64>, d: i32, inv: View<'_, f32>, kind: i32, p: f32, out: ViewMut<'_, f32>);
+    /// Same, f16 rows.
+    fn gram_tiled_f16(x: View<'_, u16>, np: View<'_, i32>, row0: View<'_, i64>, out0: View<'_, i64>, d: i32, inv: View<'_, f32>, kind: i32, p: f32, out: ViewMut<'_, f32>);
+    /// Same, bf16 rows.
+    fn gram_tiled_bf16(x: View<'_, u16>, np: View<'_, i32>, row0: View<'_, i64>, out0: View<'_, i64>, d: i32, inv: View<'_, f32>, kind: i32, p: f32, out: ViewMut<'_, f32>);
+    /// Facility-location weighting `s[i][j] = max(0, w[i] s[i][j])`.
+    fn weight_rows_pos_f32(s: ViewMut<'_, f32>, n: i64, w: View<'_, f32>);
+    // greedy.cu
+    /// A kernel row `K(y, x_i)` against the pool, f64 products, f32 output.
+    fn kernel_row_f32(x: View<'_, f32>, n: i64, d: i32, y: View<'_, f32>, inv: View<'_, f64>, yinv: f64, kind: i32, p: f32, self_idx: i64, out: ViewMut<'_, f32>);
+    /// `out[i] = cos(i, p)` in f64.
+    fn cos_to_row_f64(x: View<'_, f32>, n: i64, d: i32, p: i64, inv: View<'_, f64>, out: ViewMut<'_, f64>);
+    /// One MMR step with its argmax.
+    fn mmr_step_f64(x: View<'_, f32>, n: i64, d: i32, p: i64, inv: View<'_, f64>, rel: View<'_, f64>, lam: f64, maxsim: ViewMut<'_, f64>, alive: ViewMut<'_, u8>, cost: NullPtr<'_, f64>, remaining: f64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
+    /// One GRN step with its argmax.
+    fn grn_step_f64(x: View<'_, f32>, n: i64, d: i32, p: i64, u: NullPtr<'_, f64>, inv: View<'_, f64>, r: ViewMut<'_, f64>, alive: ViewMut<'_, u8>, cost: NullPtr<'_, f64>, remaining: f64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
+    /// The second launch of a DPP step, with its argmax.
+    fn dpp_step_f64(n: i64, p: i64, t: i32, s: View<'_, f64>, w: View<'_, f64>, c: ViewMut<'_, f64>, d2: ViewMut<'_, f64>, alive: ViewMut<'_, u8>, cost: NullPtr<'_, f64>, remaining: f64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
+    /// The first launch of a centroid-drift step.
+    fn centroid_pre_f64(sd: View<'_, f64>, p: i64, ss: ViewMut<'_, f64>);
+    /// The second launch of a centroid-drift step, with its argmax.
+    fn centroid_step_f64(x: View<'_, f32>, n: i64, d: i32, p: i64, inv: View<'_, f64>, sd: ViewMut<'_, f64>, ss: View<'_, f64>, alive: ViewMut<'_, u8>, cost: NullPtr<'_, f64>, remaining: f64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
+    /// The first launch of a facility-location step.
+    fn cov_add_f32(s: View<'_, f32>, n: i64, p: i64, cur: ViewMut<'_, f32>, alive: ViewMut<'_, u8>);
+    /// The second launch of a facility-location step, with its argmax.
+    fn cov_gains_f32(s: View<'_, f32>, n: i64, cur: View<'_, f32>, gcost: NullPtr<'_, f64>, alive: View<'_, u8>, cost: NullPtr<'_, f64>, remaining: f64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
+    /// The masked argmax of a gain vector.
+    fn argmax_masked_f64(g: View<'_, f64>, n: i64, alive: View<'_, u8>, cost: NullPtr<'_, f64>, remaining: f64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
+    /// One MMR step for many pools at once.
+    fn mmr_step_batched_f64(x: View<'_, f32>, pools: i32, n: i64, d: i32, p: View<'_, i64>, inv: View<'_, f64>, rel: View<'_, f64>, lam: f64, maxsim: ViewMut<'_, f64>, alive: ViewMut<'_, u8>, keys: ViewMut<'_, u64>, keys_reset: ViewMut<'_, u64>);
+    // gp.cu
+    /// Column `j` of `V`.
+    fn gp_col_f32(v: View<'_, f32>, n: i64, t: i32, j: i64, out: ViewMut<'_, f32>);
+    /// Appends row `t` of `V` and adds it into the sums.
+    fn gp_append_f32(v: ViewMut<'_, f32>, n: i64, t: i32, l: View<'_, f64>, krow: View<'_, f32>, lnn: f64, urn: f64, u1n: f64, sums: ViewMut<'_, f64>);
+    /// Posterior moments from the sums.
+    fn gp_posterior_f64(mu0: View<'_, f64>, a: View<'_, f64>, b: View<'_, f64>, colsq: View<'_, f64>, m: f64, s: f64, n: i64, mean: ViewMut<'_, f64>, var: ViewMut<'_, f64>);
+    /// GP-UCB's argmax over unscored items.
+    fn ucb_argmax_f64(mean: View<'_, f64>, var: View<'_, f64>, scored: View<'_, u8>, sb: f64, n: i64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
+}
+
+/// Where NVRTC and cuBLAS are searched after the loader path: each root's `lib64`, `lib`
+/// and `targets/x86_64-linux/lib`, then `/usr/local/cuda`.
+pub(crate) fn search_dirs(roots: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for root in roots
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([Path::new("/usr/local/cuda")])
+    {
+        dirs.push(root.join("lib64"));
+        dirs.push(root.join("lib"));
+        dirs.push(root.join("targets/x86_64-linux/lib"));
+    }
+    dirs
+}

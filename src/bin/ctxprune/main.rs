@@ -1,0 +1,199 @@
+//! The `ctxprune` command-line tool. See `ctxprune --help`. One file per subcommand; this
+//! one parses, opens the engine and reports errors in one line.
+//!
+//! The CLI, not the library, reads the environment: `CTXPRUNE_BACKEND=cpu|cuda|auto`
+//! overrides `--backend auto`; `CTXPRUNE_CACHE_DIR` (else `$XDG_CACHE_HOME/ctxprune`,
+//! else `$HOME/.cache/ctxprune`) holds compiled kernels; `CUDA_HOME` and `CUDA_PATH` are
+//! searched for NVRTC and cuBLAS.
+
+mod cost;
+mod device;
+mod eval;
+mod mask;
+mod rerank;
+mod select;
+
+use clap::{Parser, Subcommand};
+use ctxprune::{BackendChoice, Engine, EngineOptions, Error, Result};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "ctxprune",
+    version,
+    about = "Decide what enters an LLM research agent's context."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Score and select candidates by marginal value; prints one JSON object.
+    Select(Box<select::SelectArgs>),
+    /// Choose the k documents for a generator's context with at most B oracle calls;
+    /// prints one JSON object.
+    Rerank(Box<rerank::RerankArgs>),
+    /// Run every budgeted top-k method on built-in seeded problems and print mean
+    /// CE-nCG@k / nCG@k per method, budget and capacity.
+    Eval(eval::EvalArgs),
+    /// Mask stale tool observations in a trajectory read from stdin; writes the masked
+    /// messages to stdout.
+    Mask(mask::MaskArgs),
+    /// Cost accounting: FLOPs per token, effective token cost, listwise window plans.
+    #[command(subcommand)]
+    Cost(cost::CostCmd),
+    /// Run every capability on a built-in seeded synthetic pool and print a table.
+    Demo(DemoArgs),
+    /// Compile every CUDA kernel to PTX with NVRTC (no GPU needed) and write the PTX;
+    /// fails on any compiler error or warning.
+    Kernels(device::KernelsArgs),
+    /// On a machine with an NVIDIA GPU: compare every CUDA primitive and selector with the
+    /// CPU path on fresh random inputs, then print the timing table.
+    GpuCheck(device::GpuCheckArgs),
+}
+
+#[derive(clap::Args)]
+struct DemoArgs {
+    /// auto, cpu or cuda.
+    #[arg(long, default_value = "auto")]
+    backend: String,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            // One line, as for every other bad input (clap's usage block follows on --help).
+            let msg = e.to_string();
+            eprintln!("{}", msg.lines().next().unwrap_or("error: invalid arguments"));
+            return ExitCode::from(2);
+        }
+    };
+    let r = match cli.cmd {
+        Cmd::Select(a) => select::run(*a),
+        Cmd::Rerank(a) => rerank::run(*a),
+        Cmd::Eval(a) => eval::run(a),
+        Cmd::Cost(c) => cost::run(c),
+        Cmd::Mask(a) => mask::run(a),
+        Cmd::Demo(a) => open_engine(&a.backend).and_then(|o| {
+            o.print_note();
+            ctxprune::demo::run(&o.engine).map(|t| print!("{t}"))
+        }),
+        Cmd::Kernels(a) => device::kernels(a),
+        Cmd::GpuCheck(a) => device::gpu_check(a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A comma-separated list of numbers; an error names `flag` and the element.
+pub(crate) fn parse_list<T: std::str::FromStr>(s: &str, flag: &str) -> Result<Vec<T>> {
+    s.split(',')
+        .enumerate()
+        .map(|(i, x)| {
+            x.trim().parse().map_err(|_| {
+                Error::invalid(
+                    flag,
+                    format!("element {i} ('{}') is not a valid number", x.trim()),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The engine options from the environment: the kernel cache directory and CUDA roots.
+pub(crate) fn engine_options() -> EngineOptions {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let cache = var("CTXPRUNE_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("ctxprune")))
+        .or_else(|| var("HOME").map(|h| h.join(".cache").join("ctxprune")));
+    EngineOptions {
+        cache_dir: cache,
+        cuda_roots: ["CUDA_HOME", "CUDA_PATH"].iter().filter_map(|k| var(k)).collect(),
+    }
+}
+
+/// An engine and, when `auto` ran on the CPU, why.
+pub(crate) struct Opened {
+    pub engine: Engine,
+    pub note: Option<String>,
+}
+
+impl Opened {
+    /// Prints the fallback note on stderr, if any.
+    pub fn print_note(&self) {
+        if let Some(n) = &self.note {
+            eprintln!("note: {n}");
+        }
+    }
+}
+
+/// Opens what `--backend` asks for; `CTXPRUNE_BACKEND` overrides `auto`.
+pub(crate) fn open_engine(flag: &str) -> Result<Opened> {
+    let choice: BackendChoice = flag
+        .parse()
+        .map_err(|_| Error::invalid("--backend", format!("unknown backend '{flag}' (auto, cpu, cuda)")))?;
+    let opts = engine_options();
+    let env = std::env::var("CTXPRUNE_BACKEND").ok().filter(|v| !v.is_empty());
+    let (choice, why) = match (choice, env.as_deref()) {
+        (BackendChoice::Auto, Some(v)) => {
+            let c: BackendChoice = v.parse().map_err(|_| {
+                Error::invalid(
+                    "CTXPRUNE_BACKEND",
+                    format!("unknown backend '{v}' (auto, cpu, cuda)"),
+                )
+            })?;
+            (c, Some(format!("CTXPRUNE_BACKEND={v}")))
+        }
+        (c, _) => (c, None),
+    };
+    let fallback = |reason: String| Opened {
+        engine: Engine::cpu(),
+        note: Some(format!("backend auto: running on the CPU ({reason})")),
+    };
+    Ok(match (choice, why) {
+        // An explicit --backend cuda fails when CUDA cannot be used.
+        (BackendChoice::Cuda, None) => Opened {
+            engine: Engine::open(BackendChoice::Cuda, &opts)?,
+            note: None,
+        },
+        (BackendChoice::Cuda, Some(w)) => match Engine::open(BackendChoice::Cuda, &opts) {
+            Ok(engine) => Opened { engine, note: None },
+            Err(e) => fallback(format!("{w} but {e}")),
+        },
+        (BackendChoice::Cpu, Some(w)) => fallback(w),
+        (BackendChoice::Cpu, None) => Opened {
+            engine: Engine::cpu(),
+            note: None,
+        },
+        (BackendChoice::Auto, _) => {
+            let engine = Engine::auto_with(&opts);
+            match engine.fallback_reason().map(str::to_string) {
+                Some(r) => fallback(r),
+                None => Opened { engine, note: None },
+            }
+        }
+    })
+}

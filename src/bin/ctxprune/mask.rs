@@ -1,0 +1,99 @@
+//! `ctxprune mask`: mask stale tool observations in a trajectory read from stdin.
+
+use ctxprune::{Error, Result};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct MaskArgs {
+    /// openai or anthropic.
+    #[arg(long)]
+    pub format: String,
+    /// Turns whose observations are kept.
+    #[arg(long, default_value_t = 5)]
+    pub window: usize,
+    /// Keep error observations (true or false).
+    #[arg(long, default_value = "true")]
+    pub keep_errors: String,
+    /// Keep the first observation.
+    #[arg(long)]
+    pub keep_first: bool,
+    /// Tools never masked, comma-separated.
+    #[arg(long)]
+    pub tools_keep: Option<String>,
+    /// When given, the only tools masked, comma-separated.
+    #[arg(long)]
+    pub tools_mask: Option<String>,
+    /// Mask only when the context exceeds this many tokens.
+    #[arg(long)]
+    pub trigger_tokens: Option<usize>,
+    /// Mask only when at least this many tokens would be cleared.
+    #[arg(long, default_value_t = 0)]
+    pub clear_at_least: usize,
+    /// Move the masking boundary in steps of this many turns.
+    #[arg(long, default_value_t = 1)]
+    pub step: usize,
+    /// Placeholder template ({tool}, {args}, {tokens}, {lines}).
+    #[arg(long)]
+    pub placeholder: Option<String>,
+    /// o200k_base, cl100k_base or approx.
+    #[arg(long, default_value = "o200k_base")]
+    pub tokenizer: String,
+    /// Write the accounting as JSON to this file.
+    #[arg(long)]
+    pub stats: Option<PathBuf>,
+}
+
+/// Runs `ctxprune mask`.
+pub fn run(a: MaskArgs) -> Result<()> {
+    use ctxprune::mask::masker::{MaskConfig, Masker};
+    use ctxprune::mask::{Format, Trajectory};
+    let format: Format = a.format.parse()?;
+    let keep_errors = match a.keep_errors.as_str() {
+        "true" => true,
+        "false" => false,
+        v => {
+            return Err(Error::invalid(
+                "--keep-errors",
+                format!("'{v}' is not true or false"),
+            ))
+        }
+    };
+    if a.step == 0 {
+        return Err(Error::invalid("--step", "must be at least 1"));
+    }
+    let list = |s: &Option<String>| -> Vec<String> {
+        s.as_deref().map_or_else(Vec::new, |s| {
+            s.split(',')
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect()
+        })
+    };
+    let mut cfg = MaskConfig {
+        window: a.window,
+        keep_errors,
+        keep_first: a.keep_first,
+        tools_keep: list(&a.tools_keep),
+        tools_mask: list(&a.tools_mask),
+        trigger_tokens: a.trigger_tokens,
+        clear_at_least: a.clear_at_least,
+        step: a.step,
+        ..MaskConfig::default()
+    };
+    if let Some(p) = a.placeholder {
+        cfg.placeholder = p;
+    }
+    let counter = ctxprune::tokens::counter(&a.tokenizer)?;
+    let mut input = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).map_err(|e| Error::io("<stdin>", e))?;
+    let mut traj = Trajectory::parse(&input, format)?;
+    let stats = Masker::new(cfg, counter).mask(&mut traj);
+    // Everything is computed before anything is written: bad input never half-writes.
+    let out = traj.to_json();
+    if let Some(p) = &a.stats {
+        let s = serde_json::to_string(&stats).map_err(|e| Error::invalid("stats", e.to_string()))?;
+        std::fs::write(p, s).map_err(|e| Error::io(p, e))?;
+    }
+    println!("{out}");
+    Ok(())
+}

@@ -1,0 +1,220 @@
+//! `ctxprune rerank`: the k documents for a generator's context with at most B oracle
+//! calls; one JSON object on stdout.
+
+use super::open_engine;
+use ctxprune::{io, Error, Result};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct RerankArgs {
+    /// boundary-morph, bagel, single-stage or rgs.
+    #[arg(long)]
+    pub method: String,
+    /// The pool, rows in MIPS order (row 0 = MIPS top-1): .npy, .safetensors[:NAME] or .jsonl.
+    #[arg(long)]
+    pub embeddings: String,
+    /// Query embedding: .npy of shape (d,) or (1, d), or a JSON array.
+    #[arg(long)]
+    pub query: PathBuf,
+    /// Precomputed oracle scores in [0, 1], one per pool row (1-D .npy or JSON array).
+    #[arg(long)]
+    pub oracle_scores: Option<PathBuf>,
+    /// A rerank server (TEI or Cohere API).
+    #[arg(long)]
+    pub oracle_url: Option<String>,
+    /// tei or cohere.
+    #[arg(long, default_value = "tei")]
+    pub oracle_api: String,
+    /// Pool texts as JSON lines with "text" (for --oracle-url).
+    #[arg(long)]
+    pub texts: Option<PathBuf>,
+    /// The query text (for --oracle-url).
+    #[arg(long)]
+    pub query_text: Option<String>,
+    /// Oracle calls allowed, B.
+    #[arg(long)]
+    pub budget: usize,
+    /// Documents returned, k.
+    #[arg(long)]
+    pub capacity: usize,
+    /// vmf, rbf or matern52.
+    #[arg(long, default_value = "vmf")]
+    pub kernel: String,
+    /// vMF concentration (default: the median heuristic).
+    #[arg(long)]
+    pub kappa: Option<f32>,
+    /// boundary-morph's prior: mips (default) or zero.
+    #[arg(long)]
+    pub prior: Option<String>,
+    /// boundary-morph's acquisition: boundary (default) or ucb.
+    #[arg(long)]
+    pub acquisition: Option<String>,
+    /// UCB beta0 (bagel, or boundary-morph with --acquisition ucb). By default 1.
+    #[arg(long)]
+    pub beta0: Option<f64>,
+    /// RGS k-NN graph degree. By default 16.
+    #[arg(long)]
+    pub graph_degree: Option<usize>,
+    /// auto, cpu or cuda.
+    #[arg(long, default_value = "auto")]
+    pub backend: String,
+}
+
+/// Times the oracle so `elapsed_ms` can exclude it.
+struct Timed<'a> {
+    inner: &'a mut dyn ctxprune::rerank::Oracle,
+    spent: std::time::Duration,
+}
+
+impl ctxprune::rerank::Oracle for Timed<'_> {
+    fn score(&mut self, items: &[usize]) -> Result<Vec<f64>> {
+        let t = std::time::Instant::now();
+        let r = self.inner.score(items);
+        self.spent += t.elapsed();
+        r
+    }
+}
+
+/// Runs `ctxprune rerank`.
+pub fn run(a: RerankArgs) -> Result<()> {
+    use ctxprune::rerank::{Acquisition, KernelChoice, Precomputed, Prior, RerankConfig, Reranker};
+    use ctxprune::similarity::{Kernel, KernelKind};
+    let method: ctxprune::rerank::Method = a.method.parse()?;
+    let kind: KernelKind = a.kernel.parse()?;
+    use ctxprune::rerank::Method as M;
+    // Options a method does not use are errors, never silently ignored.
+    let only = |given: bool, flag: &str, ok: &[M]| -> Result<()> {
+        if given && !ok.contains(&method) {
+            return Err(Error::invalid(
+                flag,
+                format!("does not apply to {}", method.name()),
+            ));
+        }
+        Ok(())
+    };
+    only(a.prior.is_some(), "--prior", &[M::BoundaryMorph])?;
+    only(a.acquisition.is_some(), "--acquisition", &[M::BoundaryMorph])?;
+    only(a.beta0.is_some(), "--beta0", &[M::BoundaryMorph, M::Bagel])?;
+    only(a.graph_degree.is_some(), "--graph-degree", &[M::Rgs])?;
+    if a.graph_degree == Some(0) {
+        return Err(Error::invalid("--graph-degree", "must be at least 1"));
+    }
+    let prior = match a.prior.as_deref().unwrap_or("mips") {
+        "mips" => Prior::Mips,
+        "zero" => Prior::Zero,
+        p => {
+            return Err(Error::invalid(
+                "--prior",
+                format!("unknown prior '{p}' (mips, zero)"),
+            ))
+        }
+    };
+    let acquisition = match a.acquisition.as_deref().unwrap_or("boundary") {
+        "boundary" => Acquisition::Boundary,
+        "ucb" => Acquisition::Ucb,
+        p => {
+            return Err(Error::invalid(
+                "--acquisition",
+                format!("unknown acquisition '{p}' (boundary, ucb)"),
+            ))
+        }
+    };
+    if a.beta0.is_some() && method == M::BoundaryMorph && acquisition != Acquisition::Ucb {
+        return Err(Error::invalid("--beta0", "applies to the ucb acquisition"));
+    }
+    if a.kappa.is_some() && kind != KernelKind::Vmf {
+        return Err(Error::invalid("--kappa", "applies to the vmf kernel"));
+    }
+    let mut cfg = RerankConfig::new(method, a.budget, a.capacity);
+    cfg.prior = prior;
+    cfg.acquisition = acquisition;
+    cfg.beta0 = a.beta0.unwrap_or(1.0);
+    cfg.graph_degree = a.graph_degree.unwrap_or(16);
+    cfg.kernel = match (kind, a.kappa) {
+        (KernelKind::Vmf, Some(k)) => KernelChoice::Fixed(Kernel::Vmf { kappa: k }),
+        _ => KernelChoice::Median(kind),
+    };
+    let opened = open_engine(&a.backend)?;
+    let reranker = Reranker::new(&opened.engine, cfg)?;
+    let pool_rows = io::load_embeddings(&a.embeddings)?.embeddings;
+    let query = io::load_query(&a.query)?;
+    let n = pool_rows.rows();
+    let mut oracle: Box<dyn ctxprune::rerank::Oracle> = match (&a.oracle_scores, &a.oracle_url) {
+        (Some(p), None) => {
+            let scores = io::load_vector(p, "oracle scores")?;
+            if scores.len() != n {
+                return Err(Error::invalid(
+                    "--oracle-scores",
+                    format!("{} scores for a pool of {n}", scores.len()),
+                ));
+            }
+            Box::new(Precomputed::new(scores, a.budget.min(n))?)
+        }
+        (None, Some(url)) => {
+            let texts = match &a.texts {
+                Some(p) => io::load_texts(p)?.0,
+                None => {
+                    return Err(Error::invalid(
+                        "--texts",
+                        "--oracle-url needs the pool's texts (--texts FILE.jsonl)",
+                    ))
+                }
+            };
+            if texts.len() != n {
+                return Err(Error::invalid(
+                    "--texts",
+                    format!("{} texts for a pool of {n}", texts.len()),
+                ));
+            }
+            let qt = a
+                .query_text
+                .as_deref()
+                .ok_or_else(|| Error::invalid("--query-text", "--oracle-url needs the query text"))?;
+            let cfg = ctxprune::rerank::http::HttpConfig::new(url, a.oracle_api.parse()?);
+            Box::new(ctxprune::rerank::http::HttpOracle::new(
+                cfg,
+                qt,
+                texts,
+                a.budget.min(n),
+            )?)
+        }
+        _ => {
+            return Err(Error::invalid(
+                "--oracle-scores",
+                "give exactly one of --oracle-scores and --oracle-url",
+            ))
+        }
+    };
+    let t = std::time::Instant::now();
+    let pool = ctxprune::Pool::new(&opened.engine, pool_rows)?;
+    let mut timed = Timed {
+        inner: oracle.as_mut(),
+        spent: std::time::Duration::ZERO,
+    };
+    let r = reranker.rerank(&pool, &query, &mut timed)?;
+    let oracle_ms = timed.spent.as_secs_f64() * 1e3;
+    let elapsed_ms = t.elapsed().as_secs_f64() * 1e3 - oracle_ms;
+    opened.print_note();
+    for n in &r.notes {
+        eprintln!("note: {n}");
+    }
+    let kernel = r.kernel;
+    let kappa = match kernel {
+        Kernel::Vmf { kappa } => serde_json::json!(kappa),
+        _ => serde_json::Value::Null,
+    };
+    let out = serde_json::json!({
+        "method": method.name(),
+        "selected": r.selected,
+        "scored": r.scored,
+        "oracle_calls": r.scored.len(),
+        "scores": r.scores,
+        "notes": opened.note.iter().chain(&r.notes).collect::<Vec<_>>(),
+        "kappa": kappa,
+        "backend": r.backend.name(),
+        "elapsed_ms": elapsed_ms,
+        "oracle_ms": oracle_ms,
+    });
+    println!("{out}");
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! `ctxprune select`: score and select candidates by marginal value; one JSON object on
+//! stdout.
+
+use super::{open_engine, parse_list};
+use ctxprune::select::{Inputs, Method, Mode, Request, SelectConfig, Selector};
+use ctxprune::{io, Error, Pool, Result};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct SelectArgs {
+    /// Scorer: mmr, grn, centroid, dpp, coverage, hybrid or lexical.
+    #[arg(long)]
+    pub method: String,
+    /// Pool embeddings: .npy (2-D), .safetensors[:NAME] or .jsonl ({"embedding", "tokens", "text"}).
+    /// Not needed by lexical when --texts is given.
+    #[arg(long)]
+    pub embeddings: Option<String>,
+    /// Query embedding: .npy of shape (d,) or (1, d), or a JSON array.
+    #[arg(long)]
+    pub query: Option<PathBuf>,
+    /// Pool texts as JSON lines with "text" (and optionally "tokens"), one per row.
+    #[arg(long)]
+    pub texts: Option<PathBuf>,
+    /// Query text (lexical).
+    #[arg(long)]
+    pub query_text: Option<String>,
+    /// Token cost per row: 1-D .npy or a JSON array. By default the "tokens" field of the
+    /// JSON-lines input when every row has one.
+    #[arg(long)]
+    pub costs: Option<PathBuf>,
+    /// Item budget.
+    #[arg(long, allow_hyphen_values = true)]
+    pub k: Option<usize>,
+    /// Token budget over the selected items.
+    #[arg(long, allow_hyphen_values = true)]
+    pub token_budget: Option<f64>,
+    /// greedy (budgeted selection) or gate (keep if V >= threshold against --retained).
+    #[arg(long, default_value = "greedy")]
+    pub mode: String,
+    /// Keep threshold tau (gate default: the paper's).
+    #[arg(long, allow_hyphen_values = true)]
+    pub threshold: Option<f64>,
+    /// Rows already in the context, comma-separated, in the order they were added.
+    #[arg(long)]
+    pub retained: Option<String>,
+    /// MMR / lexical lambda in [0, 1].
+    #[arg(long, allow_hyphen_values = true)]
+    pub lambda: Option<f64>,
+    /// Hybrid alpha,beta,gamma (signed) or lexical w_tfidf,w_jaccard.
+    #[arg(long, allow_hyphen_values = true)]
+    pub weights: Option<String>,
+    /// Use the paper's operating point (App. B Table 5) for every option not given.
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// auto, cpu or cuda.
+    #[arg(long, default_value = "auto")]
+    pub backend: String,
+}
+
+/// Runs `ctxprune select`.
+pub fn run(a: SelectArgs) -> Result<()> {
+    let method: Method = a.method.parse()?;
+    let mode: Mode = a.mode.parse()?;
+    let opened = open_engine(&a.backend)?;
+    let mut cfg = SelectConfig::new(method).mode(mode);
+    match a.preset.as_deref() {
+        None => {}
+        Some("paper") => cfg = cfg.paper_preset(true),
+        Some(p) => {
+            return Err(Error::invalid(
+                "--preset",
+                format!("unknown preset '{p}' (paper)"),
+            ))
+        }
+    }
+    if let Some(k) = a.k {
+        cfg = cfg.k(k);
+    }
+    if let Some(t) = a.token_budget {
+        cfg = cfg.token_budget(t);
+    }
+    if let Some(t) = a.threshold {
+        cfg = cfg.threshold(t);
+    }
+    if let Some(l) = a.lambda {
+        cfg = cfg.lambda(l);
+    }
+    if let Some(w) = &a.weights {
+        let w: Vec<f64> = parse_list(w, "--weights")?;
+        cfg = match (method, w.as_slice()) {
+            (Method::Lexical, &[t, j]) => cfg.lexical_weights([t, j]),
+            (Method::Hybrid, &[x, y, z]) => cfg.weights([x, y, z]),
+            (Method::Lexical, _) => {
+                return Err(Error::invalid(
+                    "--weights",
+                    "lexical takes two weights: w_tfidf,w_jaccard",
+                ))
+            }
+            (Method::Hybrid, _) => {
+                return Err(Error::invalid(
+                    "--weights",
+                    "hybrid takes three weights: alpha,beta,gamma",
+                ))
+            }
+            _ => {
+                return Err(Error::invalid(
+                    "--weights",
+                    format!("{} takes no weights", method.name()),
+                ))
+            }
+        };
+    }
+    let selector = Selector::new(&opened.engine, cfg)?;
+    let retained: Vec<usize> = match &a.retained {
+        Some(r) if !r.trim().is_empty() => parse_list(r, "--retained")?,
+        _ => Vec::new(),
+    };
+
+    // ---- file I/O ----
+    let loaded = match &a.embeddings {
+        Some(p) => Some(io::load_embeddings(p)?),
+        None if method == Method::Lexical => None,
+        None => {
+            return Err(Error::invalid(
+                "--embeddings",
+                format!("{} needs --embeddings", method.name()),
+            ))
+        }
+    };
+    let query = a.query.as_deref().map(io::load_query).transpose()?;
+    let (text_file_texts, text_file_tokens) = match &a.texts {
+        Some(p) => {
+            let (t, k) = io::load_texts(p)?;
+            (Some(t), k)
+        }
+        None => (None, None),
+    };
+    let texts = text_file_texts.or_else(|| loaded.as_ref().and_then(|l| l.texts.clone()));
+    let costs = match &a.costs {
+        Some(p) => Some(io::load_costs(p)?),
+        None => text_file_tokens.or_else(|| loaded.as_ref().and_then(|l| l.tokens.clone())),
+    };
+    if method == Method::Lexical && texts.is_none() {
+        return Err(Error::invalid(
+            "--texts",
+            "lexical needs texts (--texts FILE.jsonl, or \"text\" in the embeddings JSON lines)",
+        ));
+    }
+    if method.needs_query() && query.is_none() {
+        return Err(Error::invalid(
+            "--query",
+            format!("{} needs --query FILE.npy", method.name()),
+        ));
+    }
+    // ---- selection (timed: normalising the rows in place and making them resident is
+    // selection work, not I/O) ----
+    let t = std::time::Instant::now();
+    let req = Request {
+        query: query.as_deref(),
+        texts: texts.as_deref(),
+        query_text: a.query_text.as_deref(),
+        costs: costs.as_deref(),
+        retained: &retained,
+    };
+    let sel = match loaded {
+        Some(l) if method != Method::Lexical => {
+            let pool = Pool::new(&opened.engine, l.embeddings)?;
+            selector.select(&pool, &req)?
+        }
+        l => selector.select_inputs(&Inputs {
+            embeddings: l.as_ref().map(|l| &l.embeddings),
+            query: req.query,
+            texts: req.texts,
+            query_text: req.query_text,
+            costs: req.costs,
+            retained: req.retained,
+        })?,
+    };
+    let elapsed_ms = t.elapsed().as_secs_f64() * 1e3;
+    opened.print_note();
+    for n in &sel.notes {
+        eprintln!("note: {n}");
+    }
+    let mut out = serde_json::json!({
+        "method": method.name(),
+        "mode": mode.name(),
+        "selected": sel.selected,
+        "gains": sel.gains,
+        "backend": sel.backend.name(),
+        "elapsed_ms": elapsed_ms,
+    });
+    if let Some(s) = sel.stop {
+        out["stopped_by"] = s.as_str().into();
+    }
+    if let Some(t) = sel.threshold {
+        out["threshold"] = t.into();
+    }
+    if costs.is_some() {
+        out["tokens"] = sel.tokens_selected.into();
+    }
+    println!("{out}");
+    Ok(())
+}

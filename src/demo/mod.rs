@@ -1,0 +1,259 @@
+//! `ctxprune demo`: every capability on the built-in seeded data ([`data`]), printed as
+//! tables.
+
+pub mod data;
+
+pub use data::{synthetic_pool, Synthetic};
+
+use crate::backend::Engine;
+use crate::error::Result;
+use crate::pool::Pool;
+use crate::rng::Rng;
+use crate::select::{Method, Mode, Request, SelectConfig, Selector};
+use std::fmt::Write as _;
+
+/// Runs every capability on `engine` over the built-in data and returns the tables
+/// `ctxprune demo` prints.
+pub fn run(engine: &Engine) -> Result<String> {
+    let (n, d) = (2000, 384);
+    let pool = synthetic_pool(n, d, 12, 2026);
+    let resident = Pool::from_embeddings(engine, &pool.embeddings)?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "ctxprune demo: seeded synthetic pool, {n} items, d = {d}, 12 topics"
+    );
+    let _ = writeln!(
+        out,
+        "backend: {}{}",
+        engine.describe(),
+        engine
+            .fallback_reason()
+            .map_or(String::new(), |r| format!(" (auto fell back: {r})"))
+    );
+    let total: f64 = pool.costs.iter().sum();
+    let _ = writeln!(out, "pool: {n} items, {total:.0} tokens; greedy: k <= 20, token budget 3000; gate: paper tau, 5 retained\n");
+    let _ = writeln!(
+        out,
+        "{:<10} {:<7} {:>6} {:>8} {:>10} {:>9}  {:<8} stopped by",
+        "method", "mode", "kept", "tokens", "token %", "time ms", "backend"
+    );
+    // Retained context for the gate: the five rows most relevant to the query.
+    let mut rel: Vec<(usize, f64)> = (0..n)
+        .map(|i| (i, crate::backend::cpu::dot(pool.embeddings.row(i), &pool.query)))
+        .collect();
+    rel.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let retained: Vec<usize> = rel[..5].iter().map(|r| r.0).collect();
+    for m in Method::ALL {
+        for mode in [Mode::Greedy, Mode::Gate] {
+            let mut cfg = SelectConfig::new(m).mode(mode);
+            let req = Request {
+                query: Some(&pool.query),
+                texts: Some(&pool.texts),
+                query_text: Some(&pool.query_text),
+                costs: Some(&pool.costs),
+                retained: if mode == Mode::Gate { &retained } else { &[] },
+            };
+            cfg = match mode {
+                Mode::Greedy => cfg.k(20).token_budget(3000.0),
+                Mode::Gate if m == Method::Hybrid => cfg.threshold(0.3),
+                Mode::Gate => cfg,
+            };
+            let t = std::time::Instant::now();
+            let s = Selector::new(engine, cfg)?.select(&resident, &req)?;
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let _ = writeln!(
+                out,
+                "{:<10} {:<7} {:>6} {:>8.0} {:>9.1}% {:>9.2}  {:<8} {}",
+                m.name(),
+                mode.name(),
+                s.selected.len(),
+                s.tokens_selected,
+                100.0 * s.tokens_selected / total,
+                ms,
+                s.backend.name(),
+                s.stop.map_or_else(
+                    || format!("tau = {}", s.threshold.unwrap_or(f64::NAN)),
+                    |st| st.as_str().to_string()
+                )
+            );
+        }
+    }
+    pipeline_section(&pool, &mut out)?;
+    rerank_section(&pool, engine, &mut out)?;
+    mask_section(&mut out)?;
+    cost_section(&mut out)?;
+    Ok(out)
+}
+
+/// Observation masking on a seeded 40-turn OpenAI-format trajectory.
+fn mask_section(out: &mut String) -> Result<()> {
+    use crate::mask::masker::{MaskConfig, Masker};
+    use crate::mask::{Format, Trajectory};
+    let doc = data::trajectory(40, 9);
+    let counter = crate::tokens::counter("o200k_base")?;
+    let _ = writeln!(
+        out,
+        "\nobservation masking: 40-turn trajectory, o200k_base token counts"
+    );
+    let _ = writeln!(
+        out,
+        "{:<28} {:>7} {:>7} {:>12} {:>12} {:>14}",
+        "masker", "masked", "kept", "tokens", "after", "rolling input"
+    );
+    for (name, cfg) in [
+        ("paper rule (K = 5)", MaskConfig::default()),
+        (
+            "K = 10, step 5",
+            MaskConfig {
+                window: 10,
+                step: 5,
+                ..MaskConfig::default()
+            },
+        ),
+        (
+            "K = 5, keep 'open' pages",
+            MaskConfig {
+                tools_keep: vec!["open".into()],
+                ..MaskConfig::default()
+            },
+        ),
+    ] {
+        let mut traj = Trajectory::parse(&doc, Format::OpenAi)?;
+        let s = Masker::new(cfg, counter.clone()).mask(&mut traj);
+        let _ = writeln!(
+            out,
+            "{:<28} {:>7} {:>7} {:>12} {:>12} {:>14}",
+            name,
+            s.observations_masked,
+            s.observations_kept,
+            s.tokens_before,
+            s.tokens_after,
+            s.rolling_input_tokens
+        );
+    }
+    Ok(())
+}
+
+/// App. G's FLOPs per token and the listwise plan.
+fn cost_section(out: &mut String) -> Result<()> {
+    use crate::cost::{window_plan, Activation, ModelShape};
+    let qwen = ModelShape {
+        hidden: 1024,
+        ffn: 3072,
+        q_heads: 16,
+        kv_heads: 8,
+        experts_active: 1,
+        activation: Activation::SwiGlu,
+        layers: vec![None; 28],
+    };
+    let oss = ModelShape {
+        hidden: 2880,
+        ffn: 2880,
+        q_heads: 64,
+        kv_heads: 8,
+        experts_active: 4,
+        activation: Activation::SwiGlu,
+        layers: (0..24)
+            .map(|i| if i % 2 == 0 { Some(128) } else { None })
+            .collect(),
+    };
+    let (fq, fo) = (qwen.gflops_per_token(32_768), oss.gflops_per_token(32_768));
+    let (w, dup) = window_plan(50, 20, 10)?;
+    let _ = writeln!(out, "\ncost (App. G, T = 32,768): qwen3-reranker-0.6b {fq:.2} GFLOPs/token, gpt-oss-20b {fo:.2} (App. G prints 7.96), gamma {:.3}", fq / fo);
+    let _ = writeln!(
+        out,
+        "listwise plan, depth 50, window 20, stride 10: {} windows {:?}, duplication {dup:.1}",
+        w.len(),
+        w
+    );
+    Ok(())
+}
+
+/// Budgeted top-k on the synthetic pool ([`data::rerank_problem`]).
+fn rerank_section(pool: &Synthetic, engine: &Engine, out: &mut String) -> Result<()> {
+    use crate::rerank::{metrics::ncg, Method as R, Precomputed, RerankConfig, Reranker};
+    let p = data::rerank_problem(pool, 5)?;
+    let n = p.sorted.rows();
+    let sorted = Pool::new(engine, p.sorted)?;
+    let (budget, cap) = (60, 20);
+    let _ = writeln!(
+        out,
+        "\nbudgeted top-k: pool of {n} in noisy MIPS order, oracle with two relevance modes, B = {budget}, k = {cap}"
+    );
+    let _ = writeln!(
+        out,
+        "{:<16} {:>10} {:>10} {:>9}  {:<8}",
+        "method", "CE-nCG@k", "calls", "time ms", "backend"
+    );
+    for m in [R::SingleStage, R::Bagel, R::Rgs, R::BoundaryMorph] {
+        let mut o = Precomputed::new(p.scores.clone(), budget)?;
+        let t = std::time::Instant::now();
+        let r =
+            Reranker::new(engine, RerankConfig::new(m, budget, cap))?.rerank(&sorted, &pool.query, &mut o)?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        let _ = writeln!(
+            out,
+            "{:<16} {:>10.3} {:>10} {:>9.1}  {:<8}",
+            m.name(),
+            ncg(&r.selected, &p.scores),
+            r.scored.len(),
+            ms,
+            r.backend.name()
+        );
+    }
+    Ok(())
+}
+
+/// Algorithm 1 on the synthetic pool with pruning at different stages.
+fn pipeline_section(pool: &Synthetic, out: &mut String) -> Result<()> {
+    use crate::pipeline::{run, Pipeline, Policy, Query};
+    let _ = writeln!(
+        out,
+        "\nstage-aware pipeline (Algorithm 1): 21-node research tree, 8 items per retrieval"
+    );
+    let _ = writeln!(
+        out,
+        "{:<34} {:>6} {:>7} {:>12} {:>9} {:>9}",
+        "configuration", "nodes", "pruned", "retrieved tk", "post keep", "final tk"
+    );
+    let q = Query::new(&pool.query_text, pool.query.clone());
+    let gate = |m: Method, tau: f64| Policy::Scorer(SelectConfig::new(m).mode(Mode::Gate).threshold(tau));
+    let configs: Vec<(&str, Pipeline)> = vec![
+        ("no pruning", Pipeline::default()),
+        (
+            "post-retrieval GRN gate (tau 0.5)",
+            Pipeline {
+                post_retrieval: gate(Method::Grn, 0.5),
+                ..Pipeline::default()
+            },
+        ),
+        (
+            "+ pre-retrieval GRN 0.8, FL 800 tk",
+            Pipeline {
+                pre_retrieval: gate(Method::Grn, 0.8),
+                post_retrieval: gate(Method::Grn, 0.5),
+                pre_synthesis: Policy::Scorer(SelectConfig::new(Method::Coverage).token_budget(800.0)),
+                ..Pipeline::default()
+            },
+        ),
+    ];
+    for (name, p) in configs {
+        let mut r = data::PoolResearch {
+            pool,
+            rng: Rng::new(11),
+        };
+        let rep = run(&mut r, &q, p)?;
+        let _ = writeln!(
+            out,
+            "{:<34} {:>6} {:>7} {:>12.0} {:>8.0}% {:>9.0}",
+            name,
+            rep.nodes_explored,
+            rep.nodes_pruned,
+            rep.post_retrieval.tokens_in,
+            100.0 * (1.0 - rep.post_retrieval.pruning_ratio()),
+            rep.pre_synthesis.tokens_kept
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,207 @@
+//! `ctxprune gpu-check`: on a machine with an NVIDIA GPU, every device primitive (the
+//! backend's device checks) and every selector and rerank with a CUDA path, through the
+//! public API on a CUDA engine against a CPU engine, on fresh random inputs; then the
+//! timing table. Runs from a release binary; needs no Rust toolchain. Selections must
+//! agree item for item and in their stopping rule, gains within 1e-4 relative; reranks
+//! must make the same oracle calls and return the same top-k.
+
+use crate::backend::report::{random, rel_err, worst, CheckReport};
+use crate::backend::{device_checks, device_timings, Engine, EngineOptions};
+use crate::embeddings::Embeddings;
+use crate::error::Result;
+use crate::pool::Pool;
+use crate::rerank::{KernelChoice, Method as R, Precomputed, RerankConfig, Reranker};
+use crate::rng::Rng;
+use crate::select::{Method, Request, SelectConfig, Selector};
+use crate::similarity::Kernel;
+use std::time::Instant;
+
+/// Runs the check on device `ordinal` with random inputs from `seed` (fresh from the
+/// clock when `None`; in the report, so a failure can be replayed); `timing` adds the
+/// timing table. An error when no usable GPU is there (the check never skips); failed
+/// comparisons are in the report.
+pub fn run(ordinal: usize, seed: Option<u64>, timing: bool, opts: &EngineOptions) -> Result<CheckReport> {
+    let gpu = Engine::cuda_with(ordinal, opts)?;
+    let cpu = Engine::cpu();
+    let seed = seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let mut rep = CheckReport {
+        seed,
+        ..CheckReport::default()
+    };
+    let mut rng = Rng::new(seed);
+    device_checks(&gpu, &mut rng, &mut rep)?;
+    selectors(&gpu, &cpu, &mut rng, &mut rep)?;
+    reranks(&gpu, &cpu, &mut rng, &mut rep)?;
+    if timing {
+        device_timings(&gpu, &mut rng, &mut rep)?;
+        timings(&gpu, &cpu, &mut rng, &mut rep)?;
+    }
+    Ok(rep)
+}
+
+/// Every selector with a CUDA path, three budget setups, on a pool with duplicate rows.
+fn selectors(gpu: &Engine, cpu: &Engine, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
+    let (n, d) = (513, 67);
+    let e = random(n, d, rng)?;
+    // Exact duplicates: ties must go to the lower index on both backends.
+    let mut data = e.as_slice().to_vec();
+    for (dst, src) in [(400usize, 7usize), (401, 8), (402, 7)] {
+        let row: Vec<f32> = data[src * d..(src + 1) * d].to_vec();
+        data[dst * d..(dst + 1) * d].copy_from_slice(&row);
+    }
+    let e = Embeddings::new(n, d, data, "gpu-check")?;
+    let q: Vec<f32> = (0..d).map(|i| e.row(3)[i] + 0.5 * rng.normal() as f32).collect();
+    let costs: Vec<f64> = (0..n).map(|_| 1.0 + rng.below(40) as f64).collect();
+    let retained = [5usize, 400, 77];
+    let (pc, pg) = (Pool::from_embeddings(cpu, &e)?, Pool::from_embeddings(gpu, &e)?);
+    for m in [
+        Method::Mmr,
+        Method::Grn,
+        Method::Dpp,
+        Method::Centroid,
+        Method::Coverage,
+    ] {
+        for (label, k, budget, ret) in [
+            ("k=40", Some(40), None, false),
+            ("token budget 300", None, Some(300.0), false),
+            ("retained 3, k=25", Some(25), None, true),
+        ] {
+            let mut cfg = SelectConfig::new(m);
+            if let Some(k) = k {
+                cfg = cfg.k(k);
+            }
+            if let Some(b) = budget {
+                cfg = cfg.token_budget(b);
+            }
+            let req = Request {
+                query: Some(&q),
+                costs: Some(&costs),
+                retained: if ret { &retained } else { &[] },
+                ..Request::default()
+            };
+            let c = Selector::new(cpu, cfg.clone())?.select(&pc, &req)?;
+            let g = Selector::new(gpu, cfg)?.select(&pg, &req)?;
+            let what = format!("select {} greedy, {label}, n={n} d={d}", m.name());
+            let same = c.selected == g.selected && c.stop == g.stop;
+            rep.same(
+                &format!("{what}: same picks"),
+                same && g.backend == gpu.kind(),
+                &format!(
+                    "cpu {:?} ({:?}) vs cuda {:?} ({:?}) on {}",
+                    c.selected,
+                    c.stop,
+                    g.selected,
+                    g.stop,
+                    g.backend.name()
+                ),
+            );
+            if same {
+                rep.check(
+                    &format!("{what}: gains"),
+                    worst(c.gains.iter().zip(&g.gains).map(|(&a, &b)| rel_err(b, a))),
+                    1e-4,
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// BoundaryMORPH, BAGEL and the UCB ablation with the GP store and kernel rows on the
+/// device: the same calls and top-k as on the CPU.
+fn reranks(gpu: &Engine, cpu: &Engine, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
+    let e = random(701, 41, rng)?;
+    let q: Vec<f32> = (0..41).map(|_| rng.normal() as f32).collect();
+    let scores: Vec<f64> = (0..701).map(|_| rng.uniform()).collect();
+    let (pc, pg) = (Pool::from_embeddings(cpu, &e)?, Pool::from_embeddings(gpu, &e)?);
+    for (name, m, acq) in [
+        (
+            "boundary-morph",
+            R::BoundaryMorph,
+            crate::rerank::Acquisition::Boundary,
+        ),
+        ("bagel", R::Bagel, crate::rerank::Acquisition::Ucb),
+        ("ablation:ucb", R::BoundaryMorph, crate::rerank::Acquisition::Ucb),
+    ] {
+        let mut cfg = RerankConfig::new(m, 60, 20);
+        cfg.acquisition = acq;
+        cfg.kernel = KernelChoice::Fixed(Kernel::Vmf { kappa: 5.0 });
+        let c =
+            Reranker::new(cpu, cfg.clone())?.rerank(&pc, &q, &mut Precomputed::new(scores.clone(), 60)?)?;
+        let g = Reranker::new(gpu, cfg)?.rerank(&pg, &q, &mut Precomputed::new(scores.clone(), 60)?)?;
+        rep.same(
+            &format!("rerank {name} B=60 k=20 n=701: same calls and top-k on cuda"),
+            c.scored == g.scored && c.selected == g.selected && g.backend == gpu.kind(),
+            &format!("calls {:?} vs {:?}", c.scored, g.scored),
+        );
+    }
+    Ok(())
+}
+
+/// Median wall time in ms of `reps` runs of `f` after a warm-up (each run returns its
+/// results to the host, so the device is done when the clock stops).
+fn median_ms(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    f()?;
+    let mut v = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        f()?;
+        v.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    v.sort_by(f64::total_cmp);
+    Ok(v[v.len() / 2])
+}
+
+/// End-to-end rows through the public API on resident pools, with the CPU beside them.
+fn timings(gpu: &Engine, cpu: &Engine, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
+    let (n, d) = (10_000, 1024);
+    let e = random(n, d, rng)?;
+    let q: Vec<f32> = (0..d).map(|_| rng.normal() as f32).collect();
+    let (pc, pg) = (Pool::from_embeddings(cpu, &e)?, Pool::from_embeddings(gpu, &e)?);
+    let req = Request {
+        query: Some(&q),
+        ..Request::default()
+    };
+    for (m, target) in [(Method::Mmr, 2.0), (Method::Dpp, 3.0)] {
+        let cfg = SelectConfig::new(m).k(100).threshold(-1.0);
+        let sg = Selector::new(gpu, cfg.clone())?;
+        let sc = Selector::new(cpu, cfg)?;
+        let g = median_ms(5, || sg.select(&pg, &req).map(|_| ()))?;
+        rep.time(
+            &format!("Selector {} k=100, resident pool N=10k d=1024", m.name()),
+            g,
+            &format!("<= {target} ms"),
+            Some(g <= target),
+            "relevance and per-request state included",
+        );
+        let c = median_ms(1, || sc.select(&pc, &req).map(|_| ()))?;
+        rep.time("  (CPU, same request, this host)", c, "", None, "");
+    }
+    let scores: Vec<f64> = (0..n).map(|_| rng.uniform()).collect();
+    for (b, target) in [(100usize, None), (500, Some(25.0))] {
+        let cfg = RerankConfig::new(R::BoundaryMorph, b, 100);
+        let rg = Reranker::new(gpu, cfg.clone())?;
+        let rc = Reranker::new(cpu, cfg)?;
+        let g = median_ms(3, || {
+            rg.rerank(&pg, &q, &mut Precomputed::new(scores.clone(), b)?)
+                .map(|_| ())
+        })?;
+        rep.time(
+            &format!("BoundaryMORPH N=10k d=1024 k=100 B={b}, resident pool"),
+            g,
+            &target.map_or(String::new(), |t| format!("<= {t} ms")),
+            target.map(|t| g <= t),
+            "kernel rows on demand; oracle precomputed",
+        );
+        let c = median_ms(1, || {
+            rc.rerank(&pc, &q, &mut Precomputed::new(scores.clone(), b)?)
+                .map(|_| ())
+        })?;
+        rep.time("  (CPU, same problem, this host)", c, "", None, "");
+    }
+    Ok(())
+}

@@ -1,0 +1,153 @@
+//! A pool: normalised embeddings created once, resident where the engine computes (on
+//! the device for a CUDA engine), and reused by any number of selections and reranks
+//! from any thread.
+//!
+//! ```
+//! use ctxprune::{Embeddings, Engine, Pool};
+//! let engine = Engine::cpu();
+//! let e = Embeddings::new(3, 2, vec![3.0, 0.0, 0.0, 2.0, 1.0, 1.0], "docs")?;
+//! let pool = Pool::new(&engine, e)?; // rows unit-normalised in place, then made resident
+//! assert_eq!((pool.len(), pool.dim()), (3, 2));
+//! assert_eq!(pool.embeddings().row(0), &[1.0, 0.0]);
+//! # Ok::<(), ctxprune::Error>(())
+//! ```
+
+use crate::backend::picker::Rows;
+use crate::backend::{Engine, Resident};
+use crate::embeddings::Embeddings;
+use crate::error::{Error, Result};
+use crate::similarity::Kernel;
+use std::sync::{Arc, OnceLock};
+
+struct Inner {
+    engine: Engine,
+    rows: Embeddings,
+    inv: Vec<f64>,
+    resident: Resident,
+    median: OnceLock<f64>,
+}
+
+/// Unit-normalised embeddings, resident on an engine's device; clones share them.
+#[derive(Clone)]
+pub struct Pool {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("rows", &self.len())
+            .field("dim", &self.dim())
+            .field("engine", &self.inner.engine.describe())
+            .finish()
+    }
+}
+
+impl Pool {
+    /// A pool of `e`'s rows on `engine`: each row is unit-normalised in place (divided by
+    /// its f64 norm and rounded once to f32; a zero row is an error naming it), then
+    /// uploaded when the engine has a device. An empty matrix is an error.
+    pub fn new(engine: &Engine, mut e: Embeddings) -> Result<Pool> {
+        if e.is_empty() {
+            return Err(Error::Empty(format!("pool {}", e.source_name())));
+        }
+        e.normalize()?;
+        let inv = e.inv_norms()?;
+        let resident = engine.resident(&e, &inv)?;
+        Ok(Pool {
+            inner: Arc::new(Inner {
+                engine: engine.clone(),
+                rows: e,
+                inv,
+                resident,
+                median: OnceLock::new(),
+            }),
+        })
+    }
+
+    /// [`Pool::new`] from a borrowed matrix (one copy).
+    pub fn from_embeddings(engine: &Engine, e: &Embeddings) -> Result<Pool> {
+        Pool::new(engine, e.clone())
+    }
+
+    /// Rows.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.inner.rows.rows()
+    }
+
+    /// True for a pool without rows (never: [`Pool::new`] refuses them).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Dimension.
+    #[must_use]
+    pub fn dim(&self) -> usize {
+        self.inner.rows.dim()
+    }
+
+    /// The engine the pool is resident on.
+    #[must_use]
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// The unit-normalised rows (host copy).
+    #[must_use]
+    pub fn embeddings(&self) -> &Embeddings {
+        &self.inner.rows
+    }
+
+    /// `1 / ‖row‖` of the unit rows, in f64 (1 up to rounding).
+    #[must_use]
+    pub fn inv_norms(&self) -> &[f64] {
+        &self.inner.inv
+    }
+
+    /// True when the rows are also on a device.
+    #[must_use]
+    pub fn on_device(&self) -> bool {
+        matches!(self.inner.resident, Resident::Cuda(_))
+    }
+
+    /// The `N × N` Gram of the pool under `kernel`, computed on the pool's engine.
+    pub fn gram(&self, kernel: Kernel) -> Result<Vec<f32>> {
+        self.inner.engine.gram(&self.inner.rows, kernel)
+    }
+
+    /// `1 - median_{i<j} cos(x_i, x_j)` (the median heuristic's statistic; exact up to
+    /// 200,000 pairs, else a fixed-seed sample of that many pairs), computed once.
+    pub fn median_one_minus_cos(&self) -> Result<f64> {
+        if let Some(m) = self.inner.median.get() {
+            return Ok(*m);
+        }
+        let m = crate::similarity::median_one_minus_cos(&self.inner.rows)?;
+        Ok(*self.inner.median.get_or_init(|| m))
+    }
+
+    /// Checks that `user` (a selector's or reranker's engine) computes where this pool is
+    /// resident.
+    pub(crate) fn check_engine(&self, user: &Engine, what: &str) -> Result<()> {
+        if self.inner.engine.same_device(user) {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            "pool",
+            format!(
+                "resident on {}, but the {what} runs on {}: create the pool with the {what}'s engine",
+                self.inner.engine.describe(),
+                user.describe()
+            ),
+        ))
+    }
+
+    pub(crate) fn rows(&self) -> Rows<'_> {
+        Rows {
+            e: &self.inner.rows,
+            inv: &self.inner.inv,
+            resident: &self.inner.resident,
+        }
+    }
+}
