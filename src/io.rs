@@ -527,12 +527,21 @@ fn json_numbers(path: &Path) -> Result<Vec<f64>> {
 
 /// Writes a 2-D `f32` `.npy` (for tests, demos and tools).
 pub fn write_npy_f32(path: &Path, rows: usize, cols: usize, data: &[f32]) -> Result<()> {
+    write_npy(path, &[rows as u64, cols as u64], data)
+}
+
+/// Writes a 1-D `f32` `.npy` (costs, scores).
+pub fn write_npy_f32_vec(path: &Path, data: &[f32]) -> Result<()> {
+    write_npy(path, &[data.len() as u64], data)
+}
+
+fn write_npy(path: &Path, shape: &[u64], data: &[f32]) -> Result<()> {
     use npyz::WriterBuilder;
     let mut buf = Vec::new();
     {
         let mut w = npyz::WriteOptions::new()
             .default_dtype()
-            .shape(&[rows as u64, cols as u64])
+            .shape(shape)
             .writer(&mut buf)
             .begin_nd()
             .map_err(|e| Error::io(path, e))?;

@@ -369,3 +369,90 @@ fn one_engine_and_pool_shared_by_8_threads_give_the_sequential_results() {
         }
     }
 }
+
+/// What a server shares across threads is `Send + Sync`; what a request hands to a worker
+/// thread is `Send`.
+#[test]
+fn service_types_cross_threads() {
+    fn shared<T: Send + Sync>() {}
+    fn sent<T: Send + ?Sized>() {}
+    shared::<Engine>();
+    shared::<Pool>();
+    shared::<Selector>();
+    shared::<ctxprune::rerank::Reranker>();
+    shared::<ctxprune::mask::masker::Masker>();
+    shared::<std::sync::Arc<dyn ctxprune::tokens::TokenCounter>>();
+    sent::<dyn ctxprune::rerank::Oracle>();
+    sent::<dyn ctxprune::select::judge::Judge>();
+    sent::<ctxprune::Error>();
+}
+
+/// Pools refuse what they cannot hold, naming it; selectors check their config once, at
+/// construction; errors carry the kind a service branches on.
+#[test]
+fn pools_and_selectors_refuse_bad_input_with_the_right_kind() {
+    use ctxprune::select::{Method, Mode};
+    use ctxprune::{Embeddings, ErrorKind};
+    let engine = Engine::cpu();
+    let empty = Embeddings::new(0, 3, vec![], "empty.npy").unwrap();
+    let e = Pool::new(&engine, empty).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("empty.npy"), "{e}");
+    let zero = Embeddings::new(2, 2, vec![1.0, 0.0, 0.0, 0.0], "z.npy").unwrap();
+    let e = Pool::new(&engine, zero).unwrap_err();
+    assert!(e.to_string().contains("row 1 has zero norm"), "{e}");
+    for (cfg, flag) in [
+        (SelectConfig::new(Method::Mmr).lambda(1.5), "lambda"),
+        (SelectConfig::new(Method::Grn).lambda(0.5), "lambda"),
+        (SelectConfig::new(Method::Hybrid).mode(Mode::Gate), "threshold"),
+        (SelectConfig::new(Method::Dpp).mode(Mode::Gate).k(3), "k"),
+        (SelectConfig::new(Method::Dpp).residual_eps(0.0), "residual-eps"),
+    ] {
+        let e = Selector::new(&engine, cfg).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains(flag), "{flag}: {e}");
+    }
+    // Request errors name the field.
+    let (x, q, _) = crate::problem(9, 4, 2);
+    let pool = Pool::new(&engine, x).unwrap();
+    let s = Selector::new(&engine, SelectConfig::new(Method::Mmr).k(3)).unwrap();
+    for (req, want) in [
+        (Request::default(), "query"),
+        (
+            Request {
+                query: Some(&q[..3]),
+                ..Request::default()
+            },
+            "dimension mismatch",
+        ),
+        (
+            Request {
+                query: Some(&q),
+                retained: &[9],
+                ..Request::default()
+            },
+            "retained[0]",
+        ),
+        (
+            Request {
+                query: Some(&q),
+                costs: Some(&[1.0; 8]),
+                ..Request::default()
+            },
+            "costs",
+        ),
+    ] {
+        let e = s.select(&pool, &req).unwrap_err();
+        assert!(e.to_string().contains(want), "{want}: {e}");
+    }
+    let e = ctxprune::rerank::Reranker::new(
+        &engine,
+        ctxprune::rerank::RerankConfig::new(ctxprune::rerank::Method::BoundaryMorph, 5, 0),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("capacity"), "{e}");
+    if Engine::cuda(0).is_err() {
+        let e = Engine::cuda(0).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::DeviceUnavailable, "{e}");
+    }
+}

@@ -34,6 +34,7 @@ class H(BaseHTTPRequestHandler):
                 state["flaky"] += 1; first = state["flaky"] == 1
             if first: return self.reply(503, "busy")
         if p == "/bad": return self.reply(400, "bad request")
+        if p == "/always503": return self.reply(503, "busy")
         res = [{"index": i, "score": score(t)} for i, t in enumerate(docs)]
         res.reverse()
         if p == "/missing": res = res[1:]
@@ -132,9 +133,32 @@ fn failures_are_clear_errors_and_transient_ones_are_retried() {
         ("/bad", "HTTP 400"),
     ] {
         let mut o = HttpOracle::new(HttpConfig::new(&s.url(path), Api::Tei), "q", texts(), 10).unwrap();
-        let e = o.score(&[0, 1, 2]).unwrap_err().to_string();
+        let err = o.score(&[0, 1, 2]).unwrap_err();
+        // A service branches on the kind, and on the HTTP status when there was one.
+        assert_eq!(err.kind(), ctxprune::ErrorKind::Oracle, "{path}: {err}");
+        if let ctxprune::Error::Oracle { status, .. } = &err {
+            assert_eq!(*status, (path == "/bad").then_some(400), "{path}: {err}");
+        }
+        let e = err.to_string();
         assert!(e.contains(want), "{path}: {e}");
     }
+    // A server that keeps failing with 5xx: the last status is kept.
+    let mut cfg = HttpConfig::new(&s.url("/always503"), Api::Tei);
+    cfg.retries = 1;
+    let err = HttpOracle::new(cfg, "q", texts(), 10)
+        .unwrap()
+        .score(&[0])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ctxprune::Error::Oracle {
+                status: Some(503),
+                ..
+            }
+        ),
+        "{err}"
+    );
     let mut cfg = HttpConfig::new(&s.url("/stall"), Api::Tei);
     cfg.timeout = Duration::from_millis(300);
     cfg.retries = 0;

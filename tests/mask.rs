@@ -345,3 +345,41 @@ fn token_counters_exact_and_from_a_tokenizer_json() {
         .unwrap_or_default();
     assert!(e.contains("bad.json"), "{e}");
 }
+
+/// One masker serves many conversations: the counts a session caches (keyed by message
+/// position and text length) never reach another conversation. Two conversations whose
+/// observations have the same byte length but different token counts get their own
+/// counts; a session re-plans its own conversation to the same result.
+#[test]
+fn a_masker_is_shared_and_sessions_are_per_conversation() {
+    use ctxprune::mask::{Format, Trajectory};
+    use ctxprune::tokens::TokenCounter;
+    struct Words;
+    impl TokenCounter for Words {
+        fn count(&self, text: &str) -> usize {
+            text.split_whitespace().count()
+        }
+    }
+    let m = Masker::new(MaskConfig::default(), std::sync::Arc::new(Words));
+    let conv = |body: &str| -> Trajectory {
+        let mut msgs = vec![serde_json::json!({"role": "user", "content": "q"})];
+        for t in 0..8 {
+            let id = format!("c{t}");
+            msgs.push(serde_json::json!({"role": "assistant", "tool_calls": [{"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}));
+            msgs.push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": body}));
+        }
+        Trajectory::parse(&serde_json::Value::Array(msgs).to_string(), Format::OpenAi).unwrap()
+    };
+    // Same length (19 bytes), 10 words against 1.
+    let (a, b) = (conv("a b c d e f g h i j"), conv("abcdefghijklmnopqrs"));
+    let (sa, sb) = (m.plan(&a).1, m.plan(&b).1);
+    assert_eq!(
+        sa.tokens_before - sb.tokens_before,
+        8 * 9,
+        "each of 8 observations: 10 words vs 1"
+    );
+    let mut session = m.session();
+    assert_eq!(session.plan(&a).1, sa);
+    assert_eq!(session.plan(&a).1, sa, "a re-plan from the cache");
+    assert_eq!(m.session().plan(&b).1, sb, "another conversation: its own counts");
+}

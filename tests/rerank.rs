@@ -315,3 +315,83 @@ fn equal_posterior_means_tie_by_mips_position() {
         vec![0, 1, 2]
     );
 }
+
+/// Kernel rows read on demand equal the kernel of the cosine (f64 definition) to f32
+/// rounding, are exactly symmetric, have a diagonal of exactly K(1), and equal the Gram's
+/// values; the query's row is K(cos(q, x)).
+#[test]
+fn kernel_rows_on_demand_match_the_definition_and_the_gram() {
+    for kernel in [Kernel::Vmf { kappa: 3.0 }, Kernel::Matern52 { l2: 0.8 }] {
+        let (e, q, _) = crate::problem(43, 11, 7);
+        let pool = Pool::new(&Engine::cpu(), e.clone()).unwrap();
+        let k = kernel_rows(&pool, &q, kernel).unwrap();
+        let g = pool.gram(kernel).unwrap();
+        let n = 43;
+        let mut rows = vec![vec![0.0; n]; n];
+        for (j, r) in rows.iter_mut().enumerate() {
+            k.row(j, r);
+        }
+        let slow = |c: f64| match kernel {
+            Kernel::Vmf { kappa } => (f64::from(kappa) * (c - 1.0)).exp(),
+            Kernel::Matern52 { l2 } => {
+                let t = (5.0 * 2.0 * (1.0 - c) / f64::from(l2)).sqrt();
+                (1.0 + t + t * t / 3.0) * (-t).exp()
+            }
+            _ => unreachable!(),
+        };
+        for i in 0..n {
+            assert_eq!(rows[i][i], f64::from(kernel.apply(1.0)), "diagonal {i}");
+            for j in 0..n {
+                assert_eq!(
+                    rows[i][j].to_bits(),
+                    rows[j][i].to_bits(),
+                    "not symmetric at ({i},{j})"
+                );
+                assert_eq!(rows[i][j], k.get(i, j), "get({i},{j})");
+                let want = if i == j {
+                    1.0
+                } else {
+                    slow(crate::slow::cos(e.row(i), e.row(j)).clamp(-1.0, 1.0))
+                };
+                assert!(
+                    (rows[i][j] - want).abs() < 2e-6,
+                    "({i},{j}): {} vs {want}",
+                    rows[i][j]
+                );
+                assert!(
+                    (rows[i][j] - f64::from(g[i * n + j])).abs() < 2e-6,
+                    "({i},{j}) vs Gram"
+                );
+            }
+        }
+        let mut qrow = vec![0.0; n];
+        k.query_row(&mut qrow);
+        for i in 0..n {
+            let want = slow(crate::slow::cos(e.row(i), &q).clamp(-1.0, 1.0));
+            assert!(
+                (qrow[i] - want).abs() < 2e-6,
+                "query row {i}: {} vs {want}",
+                qrow[i]
+            );
+        }
+    }
+}
+
+/// The public acquisition rules check their inputs' lengths instead of indexing out of
+/// bounds.
+#[test]
+fn acquisition_rules_check_lengths() {
+    use ctxprune::rerank::ucb_pick;
+    assert!(boundary_pick(&[0.5, 0.4, 0.3], &[0.1, 0.1], &[None; 3], 1).is_err());
+    assert!(boundary_pick(&[0.5, 0.4], &[0.1, 0.1], &[None; 3], 1).is_err());
+    assert!(ucb_pick(&[0.5, 0.4], &[0.1], &[None, None], 1.0).is_err());
+    assert!(ucb_pick(&[0.5], &[0.1], &[None, None], 1.0).is_err());
+    assert_eq!(
+        ucb_pick(&[0.5, 0.4], &[0.0, 0.09], &[None, None], 1.0).unwrap(),
+        Some(1)
+    );
+    assert_eq!(
+        ucb_pick(&[0.5, 0.4], &[0.0, 0.09], &[None, Some(0.2)], 1.0).unwrap(),
+        Some(0)
+    );
+}

@@ -225,3 +225,25 @@ impl crate::pipeline::Research for PoolResearch<'_> {
             .collect())
     }
 }
+
+/// Writes a seeded synthetic pool of `n` rows in `d` dimensions as `.npy` files under
+/// `dir` (created): `emb.npy` (`n × d` f32), `query.npy` (`1 × d`), `costs.npy` (`n`
+/// token costs) and `scores.npy` (`n` oracle scores in `[0, 1]`, `(1 + cos(x, q)) / 2`
+/// with the rows taken as MIPS-ordered). What CLI measurements and the GPU check read.
+pub fn write_pool(dir: &std::path::Path, n: usize, d: usize, seed: u64) -> Result<()> {
+    use crate::io::{write_npy_f32, write_npy_f32_vec};
+    std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
+    let p = synthetic_pool(n, d, 50, seed);
+    write_npy_f32(&dir.join("emb.npy"), n, d, p.embeddings.as_slice())?;
+    write_npy_f32(&dir.join("query.npy"), 1, d, &p.query)?;
+    let costs: Vec<f32> = p.costs.iter().map(|&c| c as f32).collect();
+    write_npy_f32_vec(&dir.join("costs.npy"), &costs)?;
+    let inv = p.embeddings.inv_norms()?;
+    let scores: Vec<f32> = (0..n)
+        .map(|i| {
+            ((1.0 + crate::backend::cpu::dot(p.embeddings.row(i), &p.query) * inv[i]) / 2.0).clamp(0.0, 1.0)
+                as f32
+        })
+        .collect();
+    write_npy_f32_vec(&dir.join("scores.npy"), &scores)
+}

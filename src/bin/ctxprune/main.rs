@@ -53,6 +53,24 @@ enum Cmd {
     /// On a machine with an NVIDIA GPU: compare every CUDA primitive and selector with the
     /// CPU path on fresh random inputs, then print the timing table.
     GpuCheck(device::GpuCheckArgs),
+    /// Write a seeded synthetic pool as .npy files (emb, query, costs, oracle scores).
+    MakePool(MakePoolArgs),
+}
+
+#[derive(clap::Args)]
+struct MakePoolArgs {
+    /// Rows.
+    #[arg(long, default_value_t = 10_000)]
+    n: usize,
+    /// Dimension.
+    #[arg(long, default_value_t = 1024)]
+    d: usize,
+    /// Seed.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Output directory.
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -98,6 +116,7 @@ fn main() -> ExitCode {
         }),
         Cmd::Kernels(a) => device::kernels(a),
         Cmd::GpuCheck(a) => device::gpu_check(a),
+        Cmd::MakePool(a) => make_pool(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -106,6 +125,21 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn make_pool(a: &MakePoolArgs) -> Result<()> {
+    if a.n == 0 || a.d == 0 || a.n.checked_mul(a.d).is_none_or(|v| v > 1 << 31) {
+        return Err(Error::invalid(
+            "--n",
+            format!(
+                "{} x {} is not a pool this tool writes (both >= 1, at most 2^31 values)",
+                a.n, a.d
+            ),
+        ));
+    }
+    ctxprune::demo::data::write_pool(&a.out, a.n, a.d, a.seed)?;
+    println!("wrote {} x {} to {}", a.n, a.d, a.out.display());
+    Ok(())
 }
 
 /// A comma-separated list of numbers; an error names `flag` and the element.
