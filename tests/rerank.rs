@@ -366,13 +366,9 @@ fn kernel_rows_on_demand_match_the_definition_and_the_gram() {
         }
         let mut qrow = vec![0.0; n];
         k.query_row(&mut qrow);
-        for i in 0..n {
+        for (i, &v) in qrow.iter().enumerate() {
             let want = slow(crate::slow::cos(e.row(i), &q).clamp(-1.0, 1.0));
-            assert!(
-                (qrow[i] - want).abs() < 2e-6,
-                "query row {i}: {} vs {want}",
-                qrow[i]
-            );
+            assert!((v - want).abs() < 2e-6, "query row {i}: {v} vs {want}");
         }
     }
 }
