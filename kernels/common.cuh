@@ -73,27 +73,6 @@ __device__ __forceinline__ double ctx_warp_sum_d(double v) {
     return v;
 }
 
-// <x_row, y> over d elements by one warp (lane-strided, f32 accumulation); every lane
-// gets the sum.
-__device__ __forceinline__ float ctx_warp_dot(const float* x, const float* y, int d) {
-    float acc = 0.0f;
-    int lane = threadIdx.x & 31;
-    if ((d & 3) == 0 && ((((unsigned long long)x) | ((unsigned long long)y)) & 15) == 0) {
-        const float4* x4 = (const float4*)x;
-        const float4* y4 = (const float4*)y;
-        for (int k = lane; k < (d >> 2); k += 32) {
-            float4 a = x4[k], b = y4[k];
-            acc = fmaf(a.x, b.x, acc);
-            acc = fmaf(a.y, b.y, acc);
-            acc = fmaf(a.z, b.z, acc);
-            acc = fmaf(a.w, b.w, acc);
-        }
-    } else {
-        for (int k = lane; k < d; k += 32) acc = fmaf(x[k], y[k], acc);
-    }
-    return ctx_warp_sum(acc);
-}
-
 // <x_row, y> with the products and the sum in f64 (the CPU reference accumulates in f64;
 // greedy residuals are compared with floors of 1e-10 and below). Every lane gets the sum.
 __device__ __forceinline__ double ctx_warp_dot_d(const float* x, const float* y, int d) {

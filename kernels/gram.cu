@@ -27,16 +27,19 @@ extern "C" __global__ void row_inv_norms_bf16(const unsigned short* x, long long
     row_inv_norms<LdBF16>(x, n, d, inv);
 }
 
-// g[i * ld + j] = K(g[i * ld + j] * rinv[i] * cinv[j]) for i < rows, j < cols. Rows over
-// blockIdx.y (strided), columns over x: no 64-bit division per element.
+// g[i * ld + j] = K(g[i * ld + j] * (rinv[i] * cinv[j])) for i < rows, j < cols (the norms'
+// product first, so (i, j) and (j, i) scale alike); with a kernel (kind >= 0) the diagonal
+// of a square block is exactly K(1), as on the CPU. Rows over blockIdx.y (strided),
+// columns over x: no 64-bit division per element.
 extern "C" __global__ void gram_epilogue_f32(float* g, long long rows, long long cols, long long ld,
                                              const float* rinv, const float* cinv, int kind, float p) {
+    float one = ctx_kernel(1.0f, kind, p);
     for (long long i = blockIdx.y; i < rows; i += gridDim.y) {
         float ri = rinv[i];
         float* gi = g + i * ld;
         for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < cols;
              j += (long long)gridDim.x * blockDim.x)
-            gi[j] = ctx_kernel(gi[j] * ri * cinv[j], kind, p);
+            gi[j] = (kind >= 0 && i == j) ? one : ctx_kernel(gi[j] * (ri * cinv[j]), kind, p);
     }
 }
 
@@ -79,13 +82,18 @@ __device__ void gram_tiled(const typename L::T* x, const int* np, const long lon
         __syncthreads();
     }
     float* o = out + out0[b];
+    float one = ctx_kernel(1.0f, kind, p);
     for (int a = 0; a < 4; ++a) {
         int i = ti + ty + 16 * a;
         if (i >= n) continue;
         float ri = inv[r0 + i];
         for (int c = 0; c < 4; ++c) {
             int j = tj + tx + 16 * c;
-            if (j < n) o[(long long)i * n + j] = ctx_kernel(acc[a][c] * ri * inv[r0 + j], kind, p);
+            if (j >= n) continue;
+            // As the epilogue kernel: the norms' product first; with a kernel, K(1) on the
+            // diagonal.
+            o[(long long)i * n + j] =
+                (kind >= 0 && i == j) ? one : ctx_kernel(acc[a][c] * (ri * inv[r0 + j]), kind, p);
         }
     }
 }
@@ -105,14 +113,15 @@ extern "C" __global__ void gram_tiled_bf16(const unsigned short* x, const int* n
     gram_tiled<LdBF16>(x, np, row0, out0, d, inv, kind, p, out);
 }
 
-// Facility-location similarity from a cosine Gram: s[i][j] = max(0, w[i] * s[i][j]).
-// Rows over blockIdx.y (strided), columns over x.
+// Facility-location similarity from the raw dot products of unit rows, as the CPU builds
+// it: the cosine clamped to [-1, 1] (a self-product may round to 1 + ulp), then
+// s[i][j] = max(0, w[i] * cos). Rows over blockIdx.y (strided), columns over x.
 extern "C" __global__ void weight_rows_pos_f32(float* s, long long n, const float* w) {
     for (long long i = blockIdx.y; i < n; i += gridDim.y) {
         float wi = w[i];
         float* si = s + i * n;
         for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < n;
              j += (long long)gridDim.x * blockDim.x)
-            si[j] = fmaxf(wi * si[j], 0.0f);
+            si[j] = fmaxf(wi * fminf(fmaxf(si[j], -1.0f), 1.0f), 0.0f);
     }
 }

@@ -112,9 +112,10 @@ impl Pool {
         matches!(self.inner.resident, Resident::Cuda(_))
     }
 
-    /// The `N × N` Gram of the pool under `kernel`, computed on the pool's engine.
+    /// The `N × N` Gram of the pool under `kernel`, computed on the pool's engine from its
+    /// resident rows.
     pub fn gram(&self, kernel: Kernel) -> Result<Vec<f32>> {
-        self.inner.engine.gram(&self.inner.rows, kernel)
+        self.inner.engine.pool_gram(&self.rows(), kernel)
     }
 
     /// `1 - median_{i<j} cos(x_i, x_j)` (the median heuristic's statistic; exact up to

@@ -49,6 +49,10 @@ pub(crate) fn gram(d: &Device, _: &Embeddings, _: Kernel) -> Result<Vec<f32>> {
     match d.0 {}
 }
 
+pub(crate) fn gram_rows(d: &Device, _: &DevRows, _: Kernel) -> Result<Vec<f32>> {
+    match d.0 {}
+}
+
 pub(crate) fn gram_batched(d: &Device, _: &[&Embeddings], _: Kernel) -> Result<Vec<Vec<f32>>> {
     match d.0 {}
 }

@@ -307,6 +307,15 @@ impl Engine {
         }
     }
 
+    /// The Gram of a pool's rows, from their resident copy.
+    pub(crate) fn pool_gram(&self, rows: &picker::Rows<'_>, kernel: Kernel) -> Result<Vec<f32>> {
+        match (&self.inner.device, rows.resident) {
+            (Device::Cpu, _) => crate::similarity::gram(rows.e, kernel),
+            (Device::Cuda(d), Resident::Cuda(dev_rows)) => cuda::gram_rows(d, dev_rows, kernel),
+            (Device::Cuda(_), Resident::Host) => Err(not_resident(self)),
+        }
+    }
+
     /// Makes unit rows (with their exact inverse norms) resident where this engine
     /// computes: nothing to do on the CPU, an upload on a GPU.
     pub(crate) fn resident(&self, unit: &Embeddings, inv: &[f64]) -> Result<Resident> {

@@ -98,7 +98,7 @@ impl MmrBatched {
         let mut p_host = vec![-1i64; pools];
         let mut p = lane.upload(&p_host)?;
         let mut out: Vec<Vec<(usize, f64)>> = vec![Vec::new(); pools];
-        let (pi, nn, di) = (to_i32(pools, "pools")?, to_i64(n), to_i32(self.d, "dim")?);
+        let (np, nn, di) = (to_i32(pools, "pools")?, to_i64(n), to_i32(self.d, "dim")?);
         let mut got = vec![0u64; pools];
         for step in 0..k.min(n) {
             // Two key slots alternate: this step's argmax and the next step's, reset here.
@@ -110,7 +110,7 @@ impl MmrBatched {
                     &lane,
                     per_row(pools * n),
                     self.x.v(),
-                    pi,
+                    np,
                     nn,
                     di,
                     p.v(),

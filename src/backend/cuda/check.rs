@@ -491,7 +491,7 @@ pub(crate) fn timings(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Res
         let mut times = Vec::new();
         for _ in 0..6 {
             let mut s = GreedyDev::new(dev, &rows, en.as_slice(), &inv, kind, &inputs)?;
-            lane.sync()?;
+            s.sync()?;
             let t = Instant::now();
             for _ in 0..100 {
                 match s.best(None)? {
@@ -499,6 +499,7 @@ pub(crate) fn timings(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Res
                     None => break,
                 }
             }
+            s.sync()?;
             times.push(t.elapsed().as_secs_f64() * 1e3);
         }
         let times = &mut times[1..];

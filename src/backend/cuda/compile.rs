@@ -88,8 +88,9 @@ pub fn compile_file(file: &'static str, arch: &str, opts: &EngineOptions) -> Res
 }
 
 /// Every kernel file compiled for `arch`, from the cache when a matching entry is there
-/// (same sources, NVRTC version, architecture and options).
-pub fn compile_all_cached(arch: &str, opts: &EngineOptions) -> Result<Vec<Compiled>> {
+/// (same sources, NVRTC version, architecture and options) unless `fresh`; what is
+/// compiled is written to the cache.
+pub fn compile_all_cached(arch: &str, opts: &EngineOptions, fresh: bool) -> Result<Vec<Compiled>> {
     let (maj, min) = nvrtc_version(opts)?;
     let path = |f: &str| {
         opts.cache_dir.as_ref().map(|d| {
@@ -102,7 +103,10 @@ pub fn compile_all_cached(arch: &str, opts: &EngineOptions) -> Result<Vec<Compil
     };
     let mut out = Vec::new();
     for f in files() {
-        if let Some(ptx) = path(f).and_then(|p| std::fs::read_to_string(p).ok()) {
+        if let Some(ptx) = path(f)
+            .filter(|_| !fresh)
+            .and_then(|p| std::fs::read_to_string(p).ok())
+        {
             out.push(Compiled {
                 file: f,
                 arch: arch.to_string(),

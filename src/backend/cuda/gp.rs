@@ -52,6 +52,13 @@ impl<'a> DevStore<'a> {
     pub(crate) fn new(dev: &Device, rows: &'a DevRows, src: &'a PoolKernel<'a>, mu0: &[f64]) -> Result<Self> {
         let n = rows.n;
         checked_len("mu0", mu0.len(), n)?;
+        if src.query.len() != rows.d {
+            return Err(Error::DimensionMismatch {
+                what: "query vs pool".into(),
+                expected: rows.d,
+                got: src.query.len(),
+            });
+        }
         checked_len("inverse norms", src.rows.inv.len(), n)?;
         if dev.ordinal() != rows.ordinal {
             return Err(Error::invalid(

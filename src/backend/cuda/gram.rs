@@ -357,6 +357,20 @@ pub(crate) fn gram(dev: &Device, e: &Embeddings, k: Kernel) -> Result<Vec<f32>> 
     lane.download(g.v())
 }
 
+/// The Gram of a resident pool, read back (no upload).
+pub(crate) fn gram_rows(dev: &Device, rows: &DevRows, k: Kernel) -> Result<Vec<f32>> {
+    if rows.ordinal != dev.ordinal() {
+        return Err(Error::invalid(
+            "pool",
+            format!("resident on cuda:{}, not cuda:{}", rows.ordinal, dev.ordinal()),
+        ));
+    }
+    let lane = dev.lane()?;
+    let mut g = lane.zeros::<f32>(rows.n * rows.n)?;
+    gram_into(&lane, rows.r(), k, None, &mut g)?;
+    lane.download(g.v())
+}
+
 /// The Grams of many pools of one dimension in one launch of the tiled kernel.
 pub(crate) fn gram_batched(dev: &Device, pools: &[&Embeddings], k: Kernel) -> Result<Vec<Vec<f32>>> {
     k.validate()?;
@@ -408,6 +422,13 @@ pub(crate) fn kernel_row(
     out: &mut Buf<f32>,
 ) -> Result<()> {
     checked_len("kernel row output", out.len(), rows.n)?;
+    if y.len() != rows.d {
+        return Err(Error::DimensionMismatch {
+            what: "kernel row vector vs pool".into(),
+            expected: rows.d,
+            got: y.len(),
+        });
+    }
     let (kind, p) = kernel_code(k);
     let (n, d) = (to_i64(rows.n), to_i32(rows.d, "dim")?);
     let s = self_idx.map_or(-1, to_i64);

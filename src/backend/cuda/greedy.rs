@@ -210,6 +210,11 @@ impl<'a> GreedyDev<'a> {
         })
     }
 
+    /// Waits for the picker's queued work (its uploads; a timing starts after this).
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.lane.sync()
+    }
+
     /// One step: the pending pick (or none) folded in, the argmax of the gains into
     /// `am.out`.
     fn step(&mut self, remaining: Option<f64>) -> Result<()> {

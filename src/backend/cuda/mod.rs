@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 pub(crate) use compile::compile_kernels;
 pub(crate) use gp::gp_store;
-pub(crate) use gram::{gram, gram_batched, upload_rows};
+pub(crate) use gram::{gram, gram_batched, gram_rows, upload_rows};
 pub(crate) use greedy::greedy_picker;
 
 /// A [`Error::DeviceUnavailable`] for `cuda:{ordinal}` (or plain `cuda` before a device is
@@ -128,13 +128,21 @@ impl Device {
         let nvrtc = compile::nvrtc_version(opts)?;
         let blas = libs::ensure_cublas(opts);
         let arch = std::cell::RefCell::new(String::new());
-        let load = |p: &raw::DeviceProps| -> Result<Vec<String>> {
-            let a = format!("compute_{}{}", p.cc.0, p.cc.1);
-            let compiled = compile::compile_all_cached(&a, opts)?;
-            *arch.borrow_mut() = a;
-            Ok(compiled.into_iter().map(|c| c.ptx).collect())
+        let open = |fresh: bool| {
+            let load = |p: &raw::DeviceProps| -> Result<Vec<String>> {
+                let a = format!("compute_{}{}", p.cc.0, p.cc.1);
+                let compiled = compile::compile_all_cached(&a, opts, fresh)?;
+                *arch.borrow_mut() = a;
+                Ok(compiled.into_iter().map(|c| c.ptx).collect())
+            };
+            raw::Context::create(ordinal, &load, blas.is_ok())
         };
-        let (ctx, props) = raw::Context::create(ordinal, &load, blas.is_ok())?;
+        // A cache entry that reads but does not load (truncated, or from another driver)
+        // is not an error: compile afresh once, which also rewrites the entry.
+        let (ctx, props) = match open(false) {
+            Err(_) if opts.cache_dir.is_some() => open(true)?,
+            r => r?,
+        };
         Ok(Device {
             ctx,
             info: Arc::new(DeviceInfo {

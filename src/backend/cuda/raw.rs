@@ -153,7 +153,8 @@ pub(crate) struct Grid {
 
 struct LaneState {
     stream: Arc<CudaStream>,
-    blas: Option<cudarc::cublas::CudaBlas>,
+    /// Created on the lane's first GEMM (most lanes never run one).
+    blas: std::cell::OnceCell<cudarc::cublas::CudaBlas>,
 }
 
 /// A device context with the crate's kernels loaded, and its idle lanes.
@@ -239,21 +240,13 @@ impl Context {
             .pop();
         let st = match reuse {
             Some(s) => s,
-            None => {
-                let stream = self
+            None => LaneState {
+                stream: self
                     .ctx
                     .new_stream()
-                    .map_err(|e| failed(self.ordinal, "new stream", e))?;
-                let blas = if self.blas {
-                    Some(
-                        cudarc::cublas::CudaBlas::new(stream.clone())
-                            .map_err(|e| failed(self.ordinal, "cuBLAS handle", e))?,
-                    )
-                } else {
-                    None
-                };
-                LaneState { stream, blas }
-            }
+                    .map_err(|e| failed(self.ordinal, "new stream", e))?,
+                blas: std::cell::OnceCell::new(),
+            },
         };
         Ok(Lane {
             ctx: self.clone(),
@@ -329,6 +322,13 @@ impl<T> Buf<T> {
     }
 }
 
+impl<T> View<'_, T> {
+    /// Elements.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
 impl<'a, T> NullPtr<'a, T> {
     /// The null pointer.
     pub(crate) fn null() -> Self {
@@ -360,9 +360,9 @@ impl Lane {
         self.ctx.ordinal
     }
 
-    /// True when this lane has a cuBLAS handle.
+    /// True when cuBLAS is loaded (this lane creates its handle on its first GEMM).
     pub(crate) fn has_blas(&self) -> bool {
-        self.st.as_ref().is_some_and(|s| s.blas.is_some())
+        self.ctx.blas
     }
 
     /// A new buffer holding `h`.
@@ -424,7 +424,9 @@ impl Lane {
             .map_err(self.fail("host-to-device copy"))
     }
 
-    /// Copies `src` into `out` (same length) and waits for it.
+    /// Copies `src` into `out` (same length) and waits for it: the copy is into pageable
+    /// host memory, which the driver completes before returning (pinned memory would not
+    /// wait; this crate never passes any).
     pub(crate) fn read<T: DeviceRepr>(&self, src: View<'_, T>, out: &mut [T]) -> Result<()> {
         if out.is_empty() {
             return Ok(());
@@ -489,11 +491,24 @@ impl Lane {
     ) -> Result<()> {
         use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
         let o = self.ctx.ordinal;
-        let blas = self
+        if !self.ctx.blas {
+            return Err(Error::unsupported(
+                format!("cuda:{o}"),
+                "cuBLAS GEMM without cuBLAS",
+            ));
+        }
+        let st = self
             .st
             .as_ref()
-            .and_then(|s| s.blas.as_ref())
-            .ok_or_else(|| Error::unsupported(format!("cuda:{o}"), "cuBLAS GEMM without cuBLAS"))?;
+            .ok_or_else(|| failed(o, "cublasGemmEx", "lane already returned"))?;
+        let blas = match st.blas.get() {
+            Some(b) => b,
+            None => {
+                let b = cudarc::cublas::CudaBlas::new(st.stream.clone())
+                    .map_err(|e| failed(o, "cuBLAS handle", e))?;
+                st.blas.get_or_init(|| b)
+            }
+        };
         let (ni, di) = (
             i32::try_from(n).map_err(|_| Error::invalid("rows", format!("{n} is above 2^31")))?,
             i32::try_from(d).map_err(|_| Error::invalid("dim", format!("{d} is above 2^31")))?,
