@@ -63,7 +63,7 @@ pub enum Error {
     /// An argument is out of its allowed range or inconsistent with others.
     #[error("invalid {name}: {msg}")]
     InvalidArgument {
-        /// The argument or field (for example "--lambda", "costs[3]").
+        /// The argument or field (for example "--lambda", "costs\[3\]").
         name: String,
         /// Why it is invalid.
         msg: String,

@@ -11,12 +11,19 @@
 //!   budget `k`, a token budget, the threshold, or the scorer's own "no gain left" stops
 //!   it (Pre-Retrieval and Pre-Synthesis).
 //!
-//! Ties always go to the lower index. Stopping rules: DPP and GRN stop when the best
-//! squared residual is below [`presets::RESIDUAL_EPS`]; centroid drift stops when no
-//! candidate has positive gain; MMR, lexical MMR and the hybrid are scores rather than
-//! gains (they can be negative) and stop only on budgets or the threshold; coverage keeps
-//! adding zero-gain items while they fit unless an item cap stops it (SPEC §1). Under a
-//! token budget every scorer takes the best candidate that still fits.
+//! Ties always go to the lower index. Stopping rules (each method's facts are written once,
+//! in `Selector::facts`, and hold on every backend): DPP and GRN stop when the best squared
+//! residual is below [`presets::RESIDUAL_EPS`]; centroid drift stops when no candidate
+//! drifts by more than [`presets::CENTROID_NOISE_FLOOR`]; MMR, lexical MMR and the hybrid
+//! stop at the first non-positive best score when no threshold is given (a threshold
+//! replaces that rule; SPEC §1's revision, running them to `k`, is the hostile-input
+//! issue's to land); coverage keeps adding zero-gain items while they fit unless an item
+//! cap stops it. Every method also stops on the item budget `k` and the token budget;
+//! under a token budget it takes the best candidate that still fits.
+//!
+//! A service builds a [`Selector`] once (the config is checked there) and calls
+//! [`Selector::select`] on a resident [`Pool`] from any thread; the free
+//! [`select`] is a thin wrapper that does both per call on the CPU.
 //!
 //! ```
 //! use ctxprune::{Embeddings, select::{select, Inputs, Method, SelectConfig}};

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 const LANES: usize = 16;
 
 /// `<a, b>` for `f32` inputs, accumulated in `f64`: each product of two `f32` is exact in
-/// `f64`, and the sum runs over [`LANES`] accumulators with a fixed pairwise reduction, so
+/// `f64`, and the sum runs over `LANES` accumulators with a fixed pairwise reduction, so
 /// the result is the same bits on every instruction set and accurate to ~1e-15 relative
 /// (a residual of 1e-10, the DPP stopping threshold, stays resolvable).
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
@@ -59,7 +59,7 @@ pub fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
 }
 
 /// `sum_j max(0, s[j] - cur[j])` (a facility-location gain), each term exact in `f64`,
-/// over [`LANES`] accumulators with the fixed reduction of [`dot`].
+/// over `LANES` accumulators with the fixed reduction of [`dot`].
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 #[must_use]
 pub fn sum_pos_diff(s: &[f32], cur: &[f32]) -> f64 {

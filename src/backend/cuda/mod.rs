@@ -1,6 +1,6 @@
 //! The CUDA backend: a [`Device`] opened once per engine, and the capabilities it runs.
 //!
-//! - [`raw`]: everything that touches the driver, NVRTC and cuBLAS (every `unsafe` of the
+//! - `raw`: everything that touches the driver, NVRTC and cuBLAS (every `unsafe` of the
 //!   crate): library loading, NVRTC calls, the context, lanes (one stream and cuBLAS
 //!   handle per concurrent request), device buffers and one typed launch function per
 //!   kernel;
