@@ -82,7 +82,7 @@ pub mod select;
 pub mod similarity;
 pub mod tokens;
 
-pub use backend::{BackendChoice, BackendKind, Engine, EngineOptions};
+pub use backend::{BackendChoice, BackendKind, Engine, EngineOptions, Storage};
 pub use embeddings::Embeddings;
 pub use error::{Error, ErrorKind, Result};
 pub use pool::Pool;

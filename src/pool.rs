@@ -13,7 +13,7 @@
 //! ```
 
 use crate::backend::picker::Rows;
-use crate::backend::{Engine, Resident};
+use crate::backend::{Engine, Resident, Storage};
 use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
 use crate::similarity::Kernel;
@@ -24,6 +24,7 @@ struct Inner {
     rows: Embeddings,
     inv: Vec<f64>,
     resident: Resident,
+    storage: Storage,
     median: OnceLock<f64>,
 }
 
@@ -47,22 +48,37 @@ impl Pool {
     /// A pool of `e`'s rows on `engine`: each row is unit-normalised in place (divided by
     /// its f64 norm and rounded once to f32; a zero row is an error naming it), then
     /// uploaded when the engine has a device. An empty matrix is an error.
-    pub fn new(engine: &Engine, mut e: Embeddings) -> Result<Pool> {
+    pub fn new(engine: &Engine, e: Embeddings) -> Result<Pool> {
+        Pool::with_storage(engine, e, Storage::F32)
+    }
+
+    /// [`Pool::new`] with the device copy stored as `storage` (see [`Storage`]): f16 or
+    /// bf16 halve device memory and serve [`Pool::gram`] on tensor cores; greedy selection
+    /// and the reranking GP need f32 rows on the device and say so; the CPU keeps f32
+    /// rows, so half storage on a CPU engine is an error.
+    pub fn with_storage(engine: &Engine, mut e: Embeddings, storage: Storage) -> Result<Pool> {
         if e.is_empty() {
             return Err(Error::Empty(format!("pool {}", e.source_name())));
         }
         e.normalize()?;
         let inv = e.inv_norms()?;
-        let resident = engine.resident(&e, &inv)?;
+        let resident = engine.resident_as(&e, &inv, storage)?;
         Ok(Pool {
             inner: Arc::new(Inner {
                 engine: engine.clone(),
                 rows: e,
                 inv,
                 resident,
+                storage,
                 median: OnceLock::new(),
             }),
         })
+    }
+
+    /// How the device copy is stored.
+    #[must_use]
+    pub fn storage(&self) -> Storage {
+        self.inner.storage
     }
 
     /// [`Pool::new`] from a borrowed matrix (one copy).
@@ -109,7 +125,7 @@ impl Pool {
     /// True when the rows are also on a device.
     #[must_use]
     pub fn on_device(&self) -> bool {
-        matches!(self.inner.resident, Resident::Cuda(_))
+        !matches!(self.inner.resident, Resident::Host)
     }
 
     /// The `N × N` Gram of the pool under `kernel`, computed on the pool's engine from its

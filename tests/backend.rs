@@ -456,3 +456,48 @@ fn pools_and_selectors_refuse_bad_input_with_the_right_kind() {
         assert_eq!(e.kind(), ErrorKind::DeviceUnavailable, "{e}");
     }
 }
+
+/// Half-precision pools: on a device the Gram runs from f16/bf16 rows (within 1e-2 of the
+/// definition on the f32 originals) and greedy selection, which needs f32 rows there, is
+/// refused; the CPU keeps f32 rows and refuses half storage.
+#[test]
+fn half_storage_pools_serve_the_gram_where_the_device_has_it() {
+    use ctxprune::similarity::Kernel;
+    use ctxprune::{ErrorKind, Storage};
+    let (e, q, _) = crate::raw_problem(53, 19, 12);
+    for engine in available() {
+        for storage in [Storage::F16, Storage::Bf16] {
+            let made = Pool::with_storage(&engine, e.clone(), storage);
+            if engine.kind() == BackendKind::Cpu {
+                let err = made.unwrap_err();
+                assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+                continue;
+            }
+            let pool = made.unwrap();
+            assert_eq!(pool.storage(), storage);
+            let k = Kernel::Vmf { kappa: 3.0 };
+            let g = pool.gram(k).unwrap();
+            let n = 53;
+            let want: Vec<f64> = (0..n * n)
+                .map(|t| {
+                    let c = crate::slow::cos(e.row(t / n), e.row(t % n)).clamp(-1.0, 1.0);
+                    (3.0 * (c - 1.0)).exp()
+                })
+                .collect();
+            let got: Vec<f64> = g.iter().map(|&v| f64::from(v)).collect();
+            crate::assert_close(
+                &format!("{} Gram on {}", storage.name(), engine.name()),
+                &got,
+                &want,
+                1e-2,
+            );
+            let s = Selector::new(&engine, SelectConfig::new(ctxprune::select::Method::Mmr).k(3)).unwrap();
+            let req = Request {
+                query: Some(&q),
+                ..Request::default()
+            };
+            let err = s.select(&pool, &req).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+        }
+    }
+}

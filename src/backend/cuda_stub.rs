@@ -28,6 +28,17 @@ pub struct Device(Void);
 /// A pool resident on a CUDA device (none exist in this build).
 pub struct DevRows(Void);
 
+/// A half-precision pool resident on a CUDA device (none exist in this build).
+pub struct HalfRows(Void);
+
+impl HalfRows {
+    /// How the rows are stored.
+    #[must_use]
+    pub fn storage(&self) -> super::Storage {
+        match self.0 {}
+    }
+}
+
 impl Device {
     /// Always an error: this build has no CUDA support.
     pub fn open(_ordinal: usize, _opts: &EngineOptions) -> Result<Device> {
@@ -50,6 +61,14 @@ pub(crate) fn gram(d: &Device, _: &Embeddings, _: Kernel) -> Result<Vec<f32>> {
 }
 
 pub(crate) fn gram_rows(d: &Device, _: &DevRows, _: Kernel) -> Result<Vec<f32>> {
+    match d.0 {}
+}
+
+pub(crate) fn gram_half(d: &Device, _: &HalfRows, _: Kernel) -> Result<Vec<f32>> {
+    match d.0 {}
+}
+
+pub(crate) fn upload_half_rows(d: &Device, _: &Embeddings, _: super::Storage) -> Result<HalfRows> {
     match d.0 {}
 }
 

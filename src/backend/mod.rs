@@ -86,6 +86,34 @@ impl std::str::FromStr for BackendChoice {
     }
 }
 
+/// How a pool's rows are stored where the engine computes. Half precision halves device
+/// memory and runs the Gram on tensor cores (f32 accumulation); the greedy step kernels
+/// and the GP store read f32 rows, so they refuse a half pool ([`Error::Unsupported`]),
+/// while `Pool::gram` and the paths that run on the host copy (gating, hybrid, lexical,
+/// single-stage, RGS) serve it. The CPU keeps f32 rows: half storage there is an error.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Storage {
+    /// f32 (every capability).
+    #[default]
+    F32,
+    /// IEEE binary16 (device Gram only).
+    F16,
+    /// bfloat16 (device Gram only).
+    Bf16,
+}
+
+impl Storage {
+    /// `"f32"`, `"f16"` or `"bf16"`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Storage::F32 => "f32",
+            Storage::F16 => "f16",
+            Storage::Bf16 => "bf16",
+        }
+    }
+}
+
 /// How an engine finds what a device needs. By default: no on-disk kernel cache (NVRTC
 /// compiles the kernels once per engine), CUDA libraries from the loader path, then
 /// `/usr/local/cuda`.
@@ -312,6 +340,7 @@ impl Engine {
         match (&self.inner.device, rows.resident) {
             (Device::Cpu, _) => crate::similarity::gram(rows.e, kernel),
             (Device::Cuda(d), Resident::Cuda(dev_rows)) => cuda::gram_rows(d, dev_rows, kernel),
+            (Device::Cuda(d), Resident::CudaHalf(h)) => cuda::gram_half(d, h, kernel),
             (Device::Cuda(_), Resident::Host) => Err(not_resident(self)),
         }
     }
@@ -319,9 +348,23 @@ impl Engine {
     /// Makes unit rows (with their exact inverse norms) resident where this engine
     /// computes: nothing to do on the CPU, an upload on a GPU.
     pub(crate) fn resident(&self, unit: &Embeddings, inv: &[f64]) -> Result<Resident> {
-        match &self.inner.device {
-            Device::Cpu => Ok(Resident::Host),
-            Device::Cuda(d) => cuda::upload_rows(d, unit, inv).map(|r| Resident::Cuda(Box::new(r))),
+        self.resident_as(unit, inv, Storage::F32)
+    }
+
+    /// [`resident`](Self::resident) with the rows stored as `storage`.
+    pub(crate) fn resident_as(&self, unit: &Embeddings, inv: &[f64], storage: Storage) -> Result<Resident> {
+        match (&self.inner.device, storage) {
+            (Device::Cpu, Storage::F32) => Ok(Resident::Host),
+            (Device::Cpu, s) => Err(Error::unsupported(
+                "cpu",
+                format!("{} pool storage (the CPU keeps f32 rows)", s.name()),
+            )),
+            (Device::Cuda(d), Storage::F32) => {
+                cuda::upload_rows(d, unit, inv).map(|r| Resident::Cuda(Box::new(r)))
+            }
+            (Device::Cuda(d), s) => {
+                cuda::upload_half_rows(d, unit, s).map(|r| Resident::CudaHalf(Box::new(r)))
+            }
         }
     }
 
@@ -338,6 +381,7 @@ impl Engine {
             (Device::Cuda(d), Resident::Cuda(dev_rows)) => {
                 cuda::greedy_picker(d, dev_rows, rows, kind, inputs).map(Some)
             }
+            (Device::Cuda(_), Resident::CudaHalf(h)) => Err(half_only(self, h.storage(), "greedy selection")),
             (Device::Cuda(_), Resident::Host) => Err(not_resident(self)),
         }
     }
@@ -351,9 +395,20 @@ impl Engine {
         match (&self.inner.device, src.rows.resident) {
             (Device::Cpu, _) => Ok(Box::new(cpu::gp::CpuStore::new(src, mu0))),
             (Device::Cuda(d), Resident::Cuda(dev_rows)) => cuda::gp_store(d, dev_rows, src, &mu0),
+            (Device::Cuda(_), Resident::CudaHalf(h)) => Err(half_only(self, h.storage(), "the reranking GP")),
             (Device::Cuda(_), Resident::Host) => Err(not_resident(self)),
         }
     }
+}
+
+fn half_only(e: &Engine, s: Storage, what: &str) -> Error {
+    Error::unsupported(
+        e.describe(),
+        format!(
+            "{what} on a pool stored as {} (it serves the Gram; store it as f32)",
+            s.name()
+        ),
+    )
 }
 
 fn not_resident(e: &Engine) -> Error {
@@ -372,6 +427,8 @@ pub(crate) enum Resident {
     Host,
     /// Also on a CUDA device.
     Cuda(Box<cuda::DevRows>),
+    /// On a CUDA device in half precision (the Gram only).
+    CudaHalf(Box<cuda::HalfRows>),
 }
 
 /// Compiles every CUDA kernel for each architecture in `archs` (`"sm_80"` or

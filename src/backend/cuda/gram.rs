@@ -171,6 +171,71 @@ pub(crate) fn upload_rows(dev: &Device, unit: &Embeddings, inv: &[f64]) -> Resul
     Ok(rows)
 }
 
+/// A pool resident on a device in half precision (f16 or bf16), for the Gram.
+pub struct HalfRows {
+    pool: DevPool,
+    storage: crate::backend::Storage,
+    ordinal: usize,
+}
+
+impl HalfRows {
+    /// How the rows are stored.
+    #[must_use]
+    pub fn storage(&self) -> crate::backend::Storage {
+        self.storage
+    }
+}
+
+/// Uploads unit rows rounded to `storage` (f16 or bf16); their norms are computed on the
+/// device from the half values the products use.
+pub(crate) fn upload_half_rows(
+    dev: &Device,
+    unit: &Embeddings,
+    storage: crate::backend::Storage,
+) -> Result<HalfRows> {
+    use crate::backend::Storage;
+    let (elem, bits): (Elem, Vec<u16>) = match storage {
+        Storage::F16 => (
+            Elem::F16,
+            unit.as_slice()
+                .iter()
+                .map(|&v| half::f16::from_f32(v).to_bits())
+                .collect(),
+        ),
+        Storage::Bf16 => (
+            Elem::Bf16,
+            unit.as_slice()
+                .iter()
+                .map(|&v| half::bf16::from_f32(v).to_bits())
+                .collect(),
+        ),
+        Storage::F32 => return Err(Error::invalid("storage", "f32 rows are uploaded by upload_rows")),
+    };
+    let lane = dev.lane()?;
+    let pool = DevPool::upload_half(&lane, &bits, unit.rows(), unit.dim(), elem)?;
+    lane.sync()?;
+    Ok(HalfRows {
+        pool,
+        storage,
+        ordinal: dev.ordinal(),
+    })
+}
+
+/// The Gram of a half-precision resident pool (tensor cores through cuBLAS when present).
+pub(crate) fn gram_half(dev: &Device, rows: &HalfRows, k: Kernel) -> Result<Vec<f32>> {
+    if rows.ordinal != dev.ordinal() {
+        return Err(Error::invalid(
+            "pool",
+            format!("resident on cuda:{}, not cuda:{}", rows.ordinal, dev.ordinal()),
+        ));
+    }
+    let lane = dev.lane()?;
+    let n = rows.pool.n;
+    let mut g = lane.zeros::<f32>(n * n)?;
+    gram_into(&lane, rows.pool.r(), k, None, &mut g)?;
+    lane.download(g.v())
+}
+
 /// Which code path computes a Gram block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GramPath {

@@ -27,7 +27,7 @@ pub mod libs;
 pub(crate) mod raw;
 pub mod selftest;
 
-pub use gram::DevRows;
+pub use gram::{DevRows, HalfRows};
 
 use super::EngineOptions;
 use crate::error::{Error, Result};
@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 pub(crate) use compile::compile_kernels;
 pub(crate) use gp::gp_store;
-pub(crate) use gram::{gram, gram_batched, gram_rows, upload_rows};
+pub(crate) use gram::{gram, gram_batched, gram_half, gram_rows, upload_half_rows, upload_rows};
 pub(crate) use greedy::greedy_picker;
 
 /// A [`Error::DeviceUnavailable`] for `cuda:{ordinal}` (or plain `cuda` before a device is
