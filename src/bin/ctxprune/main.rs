@@ -224,10 +224,10 @@ pub(crate) fn open_engine(flag: &str) -> Result<Opened> {
         },
         (BackendChoice::Auto, _) => {
             let engine = Engine::auto_with(&opts);
-            match engine.fallback_reason().map(str::to_string) {
-                Some(r) => fallback(r),
-                None => Opened { engine, note: None },
-            }
+            let note = engine
+                .fallback_reason()
+                .map(|r| format!("backend auto: running on the CPU ({r})"));
+            Opened { engine, note }
         }
     })
 }
