@@ -24,10 +24,15 @@ struct LdF32 {
 struct LdF16 {
     typedef unsigned short T;
     static __device__ __forceinline__ float ld(const unsigned short* p, long long i) {
-        float f;
         unsigned short h = p[i];
+#ifdef CTX_EMU
+        // The emulator (kernels/emu) has no PTX: the same exact conversion in C++.
+        return ctx_emu_half_to_float(h);
+#else
+        float f;
         asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
         return f;
+#endif
     }
 };
 struct LdBF16 {
@@ -126,7 +131,7 @@ __device__ __forceinline__ void ctx_block_best(double& v, long long& i) {
     i = si[0];
     __syncthreads();
 }
-__device__ void ctx_grid_argmax(double v, long long i, double* pv, long long* pi, unsigned int* ticket,
+__device__ __forceinline__ void ctx_grid_argmax(double v, long long i, double* pv, long long* pi, unsigned int* ticket,
                                 double* out) {
     __shared__ bool last;
     double bv = 0.0;

@@ -28,6 +28,10 @@ pub(crate) mod raw;
 pub mod selftest;
 
 pub use gram::{DevRows, HalfRows};
+/// With the `cuda-emu` feature: run the emulated kernels' threads as OS threads (`true`,
+/// what the race check under ThreadSanitizer needs) or as fibers (`false`, the default).
+#[cfg(feature = "cuda-emu")]
+pub use raw::set_os_threads as emulate_with_os_threads;
 
 use super::EngineOptions;
 use crate::error::{Error, Result};
@@ -125,14 +129,16 @@ impl Device {
                 format!("device {ordinal} requested but {n} CUDA device(s) found"),
             ));
         }
-        let nvrtc = compile::nvrtc_version(opts)?;
         let blas = libs::ensure_cublas(opts);
-        let arch = std::cell::RefCell::new(String::new());
+        // What compiled the kernels: NVRTC's version and the architecture (left empty by an
+        // emulated device, whose kernels are compiled in).
+        let compiled_by = std::cell::RefCell::new(((0, 0), String::from("emulated")));
         let open = |fresh: bool| {
             let load = |p: &raw::DeviceProps| -> Result<Vec<String>> {
+                let v = compile::nvrtc_version(opts)?;
                 let a = format!("compute_{}{}", p.cc.0, p.cc.1);
                 let compiled = compile::compile_all_cached(&a, opts, fresh)?;
-                *arch.borrow_mut() = a;
+                *compiled_by.borrow_mut() = (v, a);
                 Ok(compiled.into_iter().map(|c| c.ptx).collect())
             };
             raw::Context::create(ordinal, &load, blas.is_ok())
@@ -143,16 +149,24 @@ impl Device {
             Err(_) if opts.cache_dir.is_some() => open(true)?,
             r => r?,
         };
+        let ((nvrtc, arch), blas_missing) = (
+            compiled_by.into_inner(),
+            if ctx.has_blas() {
+                None
+            } else {
+                blas.err().map(|e| e.to_string())
+            },
+        );
         Ok(Device {
             ctx,
             info: Arc::new(DeviceInfo {
                 ordinal,
                 name: props.name,
                 cc: props.cc,
-                arch: arch.into_inner(),
+                arch,
                 nvrtc,
                 total_mem: props.total_mem,
-                blas_missing: blas.err().map(|e| e.to_string()),
+                blas_missing,
             }),
         })
     }

@@ -1,53 +1,13 @@
-//! The raw layer of the CUDA backend: every `unsafe` of the crate is in this file, each
-//! block with a `// SAFETY:` line (the crate root denies `unsafe_code`; this module alone
-//! allows it).
-//!
-//! It owns what touches the driver, NVRTC and cuBLAS directly:
-//! - finding and loading the libraries ([`preload`], [`driver_present`]);
-//! - NVRTC calls ([`nvrtc_version`], [`nvrtc_compile`]);
-//! - a device context with its kernels ([`Context`]) and its lanes: a stream with its own
-//!   cuBLAS handle, checked out per request ([`Lane`]) so concurrent callers never share
-//!   a stream;
-//! - device buffers ([`Buf`], [`View`], [`ViewMut`], [`NullPtr`]) and copies;
-//! - one typed launch function per kernel, generated with [`Funcs`] from one table
-//!   ([`kernels!`]): the argument list of each function is the kernel's `extern "C"`
-//!   signature in kernels/*.cu, in order and type, so a call with a wrong argument does
-//!   not compile.
-//!
-//! Everything above this file (uploads, launch configurations, read-backs, pickers, the
-//! GP store) is safe code over these types.
-#![allow(unsafe_code)]
+//! The raw device on a real GPU through cudarc 0.19: context, lanes, buffers, copies,
+//! cuBLAS, and the typed launch of every kernel.
 
+use super::{failed, GemmType, Grid};
 use crate::error::{Error, Result};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr,
     LaunchArgs, PushKernelArg, ValidAsZeroBits,
 };
-use std::ffi::{CStr, CString};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-
-// --- libraries --------------------------------------------------------------------------
-
-/// Opens the first of `names` that loads, trying each bare name (the loader path) and then
-/// each directory of `dirs`; the handle is kept for the life of the process, so cudarc's
-/// later open by file name finds the loaded copy (the loader matches its soname).
-pub(crate) fn preload(names: &[&str], dirs: &[PathBuf]) -> Option<String> {
-    let mut tries: Vec<PathBuf> = names.iter().map(PathBuf::from).collect();
-    for d in dirs {
-        tries.extend(names.iter().map(|n| d.join(n)));
-    }
-    for t in tries {
-        // SAFETY: loading a CUDA library runs its initialisers, which have no
-        // preconditions; the handle is leaked so the library is never unloaded while
-        // cudarc holds symbols from it.
-        if let Ok(lib) = unsafe { libloading::Library::new(&t) } {
-            std::mem::forget(lib);
-            return Some(t.display().to_string());
-        }
-    }
-    None
-}
 
 /// True when the CUDA driver library can be opened (cudarc panics on first use when it
 /// cannot, so this is asked first).
@@ -55,18 +15,6 @@ pub(crate) fn driver_present() -> bool {
     // SAFETY: is_culib_present only tries to dlopen the driver library by its known names
     // and closes it again; it has no preconditions.
     unsafe { cudarc::driver::sys::is_culib_present() }
-}
-
-/// True when cudarc can open NVRTC by name.
-pub(crate) fn nvrtc_present() -> bool {
-    // SAFETY: is_culib_present only tries to open the library by name.
-    unsafe { cudarc::nvrtc::sys::is_culib_present() }
-}
-
-/// True when cudarc can open cuBLAS by name.
-pub(crate) fn cublas_present() -> bool {
-    // SAFETY: is_culib_present only tries to open the library by name.
-    unsafe { cudarc::cublas::sys::is_culib_present() }
 }
 
 /// Number of CUDA devices (the driver library must be present: [`driver_present`]).
@@ -77,79 +25,7 @@ pub(crate) fn device_count() -> std::result::Result<usize, String> {
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
-// --- NVRTC ------------------------------------------------------------------------------
-
-/// NVRTC's version (the library must be loaded).
-pub(crate) fn nvrtc_version() -> std::result::Result<(i32, i32), String> {
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: the NVRTC library is loaded (checked by the caller); nvrtcVersion writes two
-    // ints through valid pointers to locals.
-    let rc = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    if rc != cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
-        return Err(format!("nvrtcVersion failed: {rc:?}"));
-    }
-    Ok((major, minor))
-}
-
-/// Compiles `src` (named `name`) with `opts`: `Ok((ptx, log))`, or `Err((what, log))`.
-pub(crate) fn nvrtc_compile(
-    src: &str,
-    name: &str,
-    opts: &[String],
-) -> std::result::Result<(String, String), (String, String)> {
-    use cudarc::nvrtc::result as nv;
-    let csrc = CString::new(src).map_err(|_| ("NUL byte in kernel source".to_string(), String::new()))?;
-    let cname = CString::new(name).map_err(|_| ("NUL byte in file name".to_string(), String::new()))?;
-    let prog = nv::create_program(&csrc, Some(&cname))
-        .map_err(|e| (format!("nvrtcCreateProgram failed: {e:?}"), String::new()))?;
-    // SAFETY: `prog` is a live program created above; the options are valid C strings
-    // built by compile_program.
-    let compiled = unsafe { nv::compile_program(prog, opts) };
-    // SAFETY: `prog` is live; the log is a NUL-terminated buffer NVRTC sized itself.
-    let log = unsafe { nv::get_program_log(prog) }
-        .map(|raw| {
-            // SAFETY: get_program_log returns a NUL-terminated buffer.
-            let c = unsafe { CStr::from_ptr(raw.as_ptr()) };
-            c.to_string_lossy().trim().to_string()
-        })
-        .unwrap_or_default();
-    let ptx = match compiled {
-        Ok(()) => {
-            // SAFETY: `prog` compiled successfully; the PTX buffer is NUL-terminated.
-            unsafe { nv::get_ptx(prog) }.map(|raw| {
-                // SAFETY: get_ptx returns a NUL-terminated buffer.
-                let c = unsafe { CStr::from_ptr(raw.as_ptr()) };
-                c.to_string_lossy().into_owned()
-            })
-        }
-        Err(e) => Err(e),
-    };
-    // SAFETY: `prog` is live and destroyed exactly once, after its last use.
-    let _ = unsafe { nv::destroy_program(prog) };
-    match ptx {
-        Ok(ptx) => Ok((ptx, log)),
-        Err(e) => Err((format!("{e:?}"), log)),
-    }
-}
-
 // --- context and lanes ------------------------------------------------------------------
-
-/// An error of a running device operation.
-fn failed(ordinal: usize, what: &str, e: impl std::fmt::Display) -> Error {
-    Error::DeviceFailed {
-        backend: format!("cuda:{ordinal}"),
-        msg: format!("{what}: {e}"),
-    }
-}
-
-/// A launch shape: blocks of `block.0` threads (all kernels are 1-D in threads).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Grid {
-    /// Blocks in x, y, z.
-    pub blocks: (u32, u32, u32),
-    /// Threads per block.
-    pub threads: u32,
-}
 
 struct LaneState {
     stream: Arc<CudaStream>,
@@ -223,6 +99,11 @@ impl Context {
             }),
             props,
         ))
+    }
+
+    /// True when cuBLAS was loaded for this context.
+    pub(crate) fn has_blas(&self) -> bool {
+        self.blas
     }
 
     /// Free and total device memory in bytes.
@@ -559,14 +440,6 @@ impl Lane {
     }
 }
 
-/// Element types of a GEMM input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum GemmType {
-    F32,
-    F16,
-    Bf16,
-}
-
 // --- kernel arguments ---------------------------------------------------------------------
 
 /// A kernel argument as the caller gives it, turned into what is pushed.
@@ -624,12 +497,13 @@ macro_rules! scalar_args {
 }
 scalar_args!(i32, i64, u64, f32, f64);
 
-/// The kernels of kernels/*.cu, one line each: name and the `extern "C"` signature's
-/// arguments in order (`View` = `const T*`, `ViewMut` = `T*`, `NullPtr` = nullable
-/// `const T*`, scalars by value). Generates [`Funcs`] (every kernel looked up when a
-/// device opens) and one launch function per kernel, `name(lane, grid, args...)`.
+/// Expands kernels/kernels.tbl (as build.rs writes it: each kernel's name, its emulator
+/// trampoline's name, and its `extern "C"` signature's arguments in order, `View` =
+/// `const T*`, `ViewMut` = `T*`, `NullPtr` = nullable `const T*`, scalars by value) into
+/// [`Funcs`] (every kernel looked up when a device opens) and one launch function per
+/// kernel, `name(lane, grid, args...)`.
 macro_rules! kernels {
-    ($( $(#[$m:meta])* fn $name:ident ( $($arg:ident : $ty:ty),* $(,)? ); )*) => {
+    ($( $(#[$m:meta])* fn $name:ident / $emu:ident ( $($arg:ident : $ty:ty => $cty:ty),* $(,)? ); )*) => {
         /// Every kernel of the crate, loaded from the compiled modules.
         pub(crate) struct Funcs {
             $( $name: CudaFunction, )*
@@ -671,70 +545,5 @@ macro_rules! kernels {
     };
 }
 
-kernels! {
-    // gram.cu
-    /// `inv[i] = 1 / ||x_i||` of f32 rows (one warp per row).
-    fn row_inv_norms_f32(x: View<'_, f32>, n: i64, d: i32, inv: ViewMut<'_, f32>);
-    /// Same, f16 rows.
-    fn row_inv_norms_f16(x: View<'_, u16>, n: i64, d: i32, inv: ViewMut<'_, f32>);
-    /// Same, bf16 rows.
-    fn row_inv_norms_bf16(x: View<'_, u16>, n: i64, d: i32, inv: ViewMut<'_, f32>);
-    /// The kernel epilogue over a block of raw dot products.
-    fn gram_epilogue_f32(g: ViewMut<'_, f32>, rows: i64, cols: i64, ld: i64, rinv: View<'_, f32>, cinv: View<'_, f32>, kind: i32, p: f32);
-    /// The tiled Gram of many pools, epilogue fused (f32 rows).
-    fn gram_tiled_f32(x: View<'_, f32>, np: View<'_, i32>, row0: View<'_, i64>, out0: View<'_, i64>, d: i32, inv: View<'_, f32>, kind: i32, p: f32, out: ViewMut<'_, f32>);
-    /// Same, f16 rows.
-    fn gram_tiled_f16(x: View<'_, u16>, np: View<'_, i32>, row0: View<'_, i64>, out0: View<'_, i64>, d: i32, inv: View<'_, f32>, kind: i32, p: f32, out: ViewMut<'_, f32>);
-    /// Same, bf16 rows.
-    fn gram_tiled_bf16(x: View<'_, u16>, np: View<'_, i32>, row0: View<'_, i64>, out0: View<'_, i64>, d: i32, inv: View<'_, f32>, kind: i32, p: f32, out: ViewMut<'_, f32>);
-    /// Facility-location weighting `s[i][j] = max(0, w[i] s[i][j])`.
-    fn weight_rows_pos_f32(s: ViewMut<'_, f32>, n: i64, w: View<'_, f32>);
-    // greedy.cu
-    /// A kernel row `K(y, x_i)` against the pool, f64 products, f32 output.
-    fn kernel_row_f32(x: View<'_, f32>, n: i64, d: i32, y: View<'_, f32>, inv: View<'_, f64>, yinv: f64, kind: i32, p: f32, self_idx: i64, out: ViewMut<'_, f32>);
-    /// `out[i] = cos(i, p)` in f64.
-    fn cos_to_row_f64(x: View<'_, f32>, n: i64, d: i32, p: i64, inv: View<'_, f64>, out: ViewMut<'_, f64>);
-    /// One MMR step with its argmax.
-    fn mmr_step_f64(x: View<'_, f32>, n: i64, d: i32, p: i64, inv: View<'_, f64>, rel: View<'_, f64>, lam: f64, maxsim: ViewMut<'_, f64>, alive: ViewMut<'_, u8>, cost: NullPtr<'_, f64>, remaining: f64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
-    /// One GRN step with its argmax.
-    fn grn_step_f64(x: View<'_, f32>, n: i64, d: i32, p: i64, u: NullPtr<'_, f64>, inv: View<'_, f64>, r: ViewMut<'_, f64>, alive: ViewMut<'_, u8>, cost: NullPtr<'_, f64>, remaining: f64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
-    /// The second launch of a DPP step, with its argmax.
-    fn dpp_step_f64(n: i64, p: i64, t: i32, s: View<'_, f64>, w: View<'_, f64>, c: ViewMut<'_, f64>, d2: ViewMut<'_, f64>, alive: ViewMut<'_, u8>, cost: NullPtr<'_, f64>, remaining: f64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
-    /// The first launch of a centroid-drift step.
-    fn centroid_pre_f64(sd: View<'_, f64>, p: i64, ss: ViewMut<'_, f64>);
-    /// The second launch of a centroid-drift step, with its argmax.
-    fn centroid_step_f64(x: View<'_, f32>, n: i64, d: i32, p: i64, inv: View<'_, f64>, sd: ViewMut<'_, f64>, ss: View<'_, f64>, alive: ViewMut<'_, u8>, cost: NullPtr<'_, f64>, remaining: f64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
-    /// The first launch of a facility-location step.
-    fn cov_add_f32(s: View<'_, f32>, n: i64, p: i64, cur: ViewMut<'_, f32>, alive: ViewMut<'_, u8>);
-    /// The second launch of a facility-location step, with its argmax.
-    fn cov_gains_f32(s: View<'_, f32>, n: i64, cur: View<'_, f32>, gcost: NullPtr<'_, f64>, alive: View<'_, u8>, cost: NullPtr<'_, f64>, remaining: f64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
-    /// The masked argmax of a gain vector.
-    fn argmax_masked_f64(g: View<'_, f64>, n: i64, alive: View<'_, u8>, cost: NullPtr<'_, f64>, remaining: f64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
-    /// One MMR step for many pools at once.
-    fn mmr_step_batched_f64(x: View<'_, f32>, pools: i32, n: i64, d: i32, p: View<'_, i64>, inv: View<'_, f64>, rel: View<'_, f64>, lam: f64, maxsim: ViewMut<'_, f64>, alive: ViewMut<'_, u8>, keys: ViewMut<'_, u64>, keys_reset: ViewMut<'_, u64>);
-    // gp.cu
-    /// Column `j` of `V`.
-    fn gp_col_f32(v: View<'_, f32>, n: i64, t: i32, j: i64, out: ViewMut<'_, f32>);
-    /// Appends row `t` of `V` and adds it into the sums.
-    fn gp_append_f32(v: ViewMut<'_, f32>, n: i64, t: i32, l: View<'_, f64>, krow: View<'_, f32>, lnn: f64, urn: f64, u1n: f64, sums: ViewMut<'_, f64>);
-    /// Posterior moments from the sums.
-    fn gp_posterior_f64(mu0: View<'_, f64>, a: View<'_, f64>, b: View<'_, f64>, colsq: View<'_, f64>, m: f64, s: f64, n: i64, mean: ViewMut<'_, f64>, var: ViewMut<'_, f64>);
-    /// GP-UCB's argmax over unscored items.
-    fn ucb_argmax_f64(mean: View<'_, f64>, var: View<'_, f64>, scored: View<'_, u8>, sb: f64, n: i64, pv: ViewMut<'_, f64>, pi: ViewMut<'_, i64>, ticket: ViewMut<'_, u32>, out: ViewMut<'_, f64>);
-}
-
-/// Where NVRTC and cuBLAS are searched after the loader path: each root's `lib64`, `lib`
-/// and `targets/x86_64-linux/lib`, then `/usr/local/cuda`.
-pub(crate) fn search_dirs(roots: &[PathBuf]) -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    for root in roots
-        .iter()
-        .map(PathBuf::as_path)
-        .chain([Path::new("/usr/local/cuda")])
-    {
-        dirs.push(root.join("lib64"));
-        dirs.push(root.join("lib"));
-        dirs.push(root.join("targets/x86_64-linux/lib"));
-    }
-    dirs
-}
+// One typed launch function per kernel of kernels/kernels.tbl (generated by build.rs).
+include!(concat!(env!("OUT_DIR"), "/kernel_table.rs"));
