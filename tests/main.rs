@@ -5,6 +5,8 @@ mod backend;
 #[cfg(feature = "cli")]
 mod cli;
 mod cost;
+#[cfg(feature = "cuda-emu")]
+mod emulator;
 #[cfg(feature = "http")]
 mod http;
 mod io;

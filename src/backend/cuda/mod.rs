@@ -32,6 +32,9 @@ pub use gram::{DevRows, HalfRows};
 /// what the race check under ThreadSanitizer needs) or as fibers (`false`, the default).
 #[cfg(feature = "cuda-emu")]
 pub use raw::set_os_threads as emulate_with_os_threads;
+/// With the `cuda-emu` feature: every kernel with its number of emulated launches so far.
+#[cfg(feature = "cuda-emu")]
+pub use raw::launches as emulated_launches;
 
 use super::EngineOptions;
 use crate::error::{Error, Result};

@@ -14,6 +14,16 @@ use std::sync::Arc;
 /// How emulated threads run: 0 fibers (the default), 1 OS threads.
 static MODE: AtomicU32 = AtomicU32::new(0);
 
+/// Launches per kernel since the process started (what CI reports as "executed").
+static LAUNCHES: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Every kernel with the number of times it was launched on the emulator so far.
+pub fn launches() -> Vec<(&'static str, u64)> {
+    let done = LAUNCHES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    Funcs::NAMES.iter().map(|&n| (n, done.get(n).copied().unwrap_or(0))).collect()
+}
+
 /// Runs the emulated kernels' threads as OS threads (`true`, what the race check needs)
 /// or as fibers (`false`, the default: deterministic and much cheaper).
 pub fn set_os_threads(on: bool) {
@@ -421,6 +431,11 @@ macro_rules! kernels {
                 // long as the ranges the kernel indexes for the sizes passed (checked by
                 // the callers, as for a GPU), and nullable pointers are null or live.
                 let rc = unsafe { $emu(&g, $(EmuArg::c($arg)),*) };
+                *LAUNCHES
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .entry(stringify!($name))
+                    .or_insert(0) += 1;
                 if rc == 0 {
                     Ok(())
                 } else {

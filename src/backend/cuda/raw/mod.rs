@@ -27,7 +27,7 @@ pub(crate) use cuda::*;
 #[cfg(feature = "cuda-emu")]
 mod emu;
 #[cfg(feature = "cuda-emu")]
-pub use emu::set_os_threads;
+pub use emu::{launches, set_os_threads};
 #[cfg(feature = "cuda-emu")]
 pub(crate) use emu::*;
 
