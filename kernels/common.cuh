@@ -42,18 +42,41 @@ struct LdBF16 {
     }
 };
 
-// The similarity kernels of src/similarity.rs, on a cosine `c` (clamped to [-1, 1]).
-// kind 0 cosine; 1 vMF exp(p (c - 1)), p = kappa; 2 RBF exp(-(1 - c) p), p = 1 / l2;
-// 3 Matern-5/2 with t = sqrt(5 (1 - c) p), p = 2 / l2: (1 + t + t^2 / 3) exp(-t).
+// exp(x) in f32 bit for bit as the CPU computes it (src/similarity.rs `exp_f32`): Cephes'
+// range reduction by ln 2 and degree-5 polynomial with one fma per step, 0 below -87.33654,
+// saturating at exp(88.72283). Kernel values then agree with the CPU exactly.
+__device__ __forceinline__ float ctx_exp_f32(float x) {
+    const float LOG2E = 1.44269504088896340736f;
+    const float C1 = 0.6933594f;
+    const float C2 = -2.1219444e-4f;
+    bool under = x < -87.33654f;
+    x = fminf(fmaxf(x, -87.33654f), 88.72283f);
+    float n = roundf(x * LOG2E);
+    float r = x - n * C1 - n * C2;
+    float y = 1.9875691e-4f;
+    y = fmaf(y, r, 1.3982e-3f);
+    y = fmaf(y, r, 8.333452e-3f);
+    y = fmaf(y, r, 4.1665796e-2f);
+    y = fmaf(y, r, 1.6666665e-1f);
+    y = fmaf(y, r, 0.5f);
+    float q = fmaf(y, r * r, r) + 1.0f;
+    float scale = __uint_as_float(((unsigned int)((int)n + 127)) << 23);
+    return under ? 0.0f : q * scale;
+}
+
+// The similarity kernels of src/similarity.rs, on a cosine `c` (clamped to [-1, 1]), the
+// same operations in the same order as the CPU's. A NaN stays NaN (never clamped into a
+// value). kind 0 cosine; 1 vMF exp(p (c - 1)), p = kappa; 2 RBF exp(-(1 - c) p), p = 1 / l2;
+// 3 Matern-5/2 with t = sqrt(5) sqrt((1 - c) p), p = 2 / l2: (1 + t + t^2 / 3) exp(-t).
 // kind -1: the raw value, unclamped (plain dot products).
 __device__ __forceinline__ float ctx_kernel(float c, int kind, float p) {
-    if (kind < 0) return c;
+    if (kind < 0 || c != c) return c;
     c = fminf(fmaxf(c, -1.0f), 1.0f);
-    if (kind == 1) return expf(p * (c - 1.0f));
-    if (kind == 2) return expf(-(1.0f - c) * p);
+    if (kind == 1) return ctx_exp_f32(p * (c - 1.0f));
+    if (kind == 2) return ctx_exp_f32(-(1.0f - c) * p);
     if (kind == 3) {
-        float t = 2.2360679775f * sqrtf((1.0f - c) * p);
-        return (1.0f + t + t * t / 3.0f) * expf(-t);
+        float t = sqrtf(5.0f) * sqrtf((1.0f - c) * p);
+        return (1.0f + t + t * t / 3.0f) * ctx_exp_f32(-t);
     }
     return c;
 }
@@ -73,28 +96,46 @@ __device__ __forceinline__ float ctx_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
-__device__ __forceinline__ double ctx_warp_sum_d(double v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
-// <x_row, y> with the products and the sum in f64 (the CPU reference accumulates in f64;
-// greedy residuals are compared with floors of 1e-10 and below). Every lane gets the sum.
-__device__ __forceinline__ double ctx_warp_dot_d(const float* x, const float* y, int d) {
-    double acc = 0.0;
-    for (int k = threadIdx.x & 31; k < d; k += 32) acc = fma((double)x[k], (double)y[k], acc);
-    return ctx_warp_sum_d(acc);
+// Dot products as the CPU computes them (src/backend/cpu/mod.rs `dot`, `dot_mixed`,
+// `sum_pos_diff`), bit for bit, on the 16 lanes of a half-warp: lane l accumulates elements
+// l, l + 16, l + 32, ... in f64 (one fma per product), then the lanes reduce pairwise in
+// the CPU's order (l + 8, l + 4, l + 2, l + 1). Lane 0 of the half-warp holds the CPU's sum.
+// Every lane of the warp must call them (a half-warp without a row passes d = 0).
+__device__ __forceinline__ double ctx_hw_reduce(double acc) {
+    for (int o = 8; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    return acc;
 }
-// cos(i, p) of two rows of the row-major pool x (d columns) with inverse norms inv, in f64.
+__device__ __forceinline__ double ctx_dot16(const float* x, const float* y, long long d) {
+    double acc = 0.0;
+    for (long long k = threadIdx.x & 15; k < d; k += 16) acc = fma((double)x[k], (double)y[k], acc);
+    return ctx_hw_reduce(acc);
+}
+// <x, u> for an f64 vector u (a GRN basis vector).
+__device__ __forceinline__ double ctx_dot16_fd(const float* x, const double* u, long long d) {
+    double acc = 0.0;
+    for (long long k = threadIdx.x & 15; k < d; k += 16) acc = fma((double)x[k], u[k], acc);
+    return ctx_hw_reduce(acc);
+}
+// sum_k max(0, s[k] - cur[k]) (a facility-location gain).
+__device__ __forceinline__ double ctx_sum16_pos_diff(const float* s, const float* cur, long long d) {
+    double acc = 0.0;
+    for (long long k = threadIdx.x & 15; k < d; k += 16) acc += fmax((double)s[k] - (double)cur[k], 0.0);
+    return ctx_hw_reduce(acc);
+}
+// One half-warp per row: the row of this thread's half-warp, or -1 past the end; and
+// whether this thread is its row's lane 0 (the one that writes).
+__device__ __forceinline__ long long ctx_hw_row(long long n) {
+    long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 4;
+    return row < n ? row : -1;
+}
+__device__ __forceinline__ bool ctx_hw_lead() { return (threadIdx.x & 15) == 0; }
+// cos(i, p) of two rows of the row-major pool x (d columns) with inverse norms inv, in f64,
+// as the CPU's `dot(x_i, x_p) * inv[i] * inv[p]`; i < 0: a half-warp without a row (0).
 __device__ __forceinline__ double ctx_cos_rows(const float* x, int d, const double* inv, long long i,
                                                long long p) {
-    return ctx_warp_dot_d(x + i * d, x + p * d, d) * inv[i] * inv[p];
-}
-// <x_row, u> for an f64 vector u (a GRN basis vector), in f64.
-__device__ __forceinline__ double ctx_warp_dot_fd(const float* x, const double* u, int d) {
-    double acc = 0.0;
-    for (int k = threadIdx.x & 31; k < d; k += 32) acc = fma((double)x[k], u[k], acc);
-    return ctx_warp_sum_d(acc);
+    double s = ctx_dot16(x + (i < 0 ? p : i) * d, x + p * d, i < 0 ? 0 : d);
+    return i < 0 ? 0.0 : s * inv[i] * inv[p];
 }
 
 // Grid-wide argmax of (v, i) in one launch: every thread of every block calls this once

@@ -15,8 +15,10 @@ extern "C" __global__ void gp_append_f32(float* v, long long n, int t, const dou
                                          double lnn, double urn, double u1n, double* sums) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
+    // One fma per term in the CPU's order (its sub_ltv4 / axpy_mixed), so the row, and
+    // colsq, a, b from it, equal the CPU's bit for bit.
     double acc = (double)krow[i];
-    for (int s = 0; s < t; ++s) acc -= l[s] * (double)v[(long long)s * n + i];
+    for (int s = 0; s < t; ++s) acc = fma(-l[s], (double)v[(long long)s * n + i], acc);
     double x = acc / lnn;
     v[(long long)t * n + i] = (float)x;
     sums[i] += x * x;

@@ -27,10 +27,11 @@ extern "C" __global__ void row_inv_norms_bf16(const unsigned short* x, long long
     row_inv_norms<LdBF16>(x, n, d, inv);
 }
 
-// g[i * ld + j] = K(g[i * ld + j] * (rinv[i] * cinv[j])) for i < rows, j < cols (the norms'
-// product first, so (i, j) and (j, i) scale alike); with a kernel (kind >= 0) the diagonal
-// of a square block is exactly K(1), as on the CPU. Rows over blockIdx.y (strided),
-// columns over x: no 64-bit division per element.
+// The kernel epilogue of a square Gram of raw dot products (rows == cols): for j >= i,
+// v = K(g[i * ld + j] * (rinv[i] * cinv[j])) is written to (i, j) and to (j, i), so the
+// result is exactly symmetric whatever order the GEMM summed the two triangles in; the
+// diagonal is exactly K(1), as on the CPU. Only the upper triangle is read. Rows over
+// blockIdx.y (strided), columns over x: no 64-bit division per element.
 extern "C" __global__ void gram_epilogue_f32(float* g, long long rows, long long cols, long long ld,
                                              const float* rinv, const float* cinv, int kind, float p) {
     float one = ctx_kernel(1.0f, kind, p);
@@ -38,8 +39,12 @@ extern "C" __global__ void gram_epilogue_f32(float* g, long long rows, long long
         float ri = rinv[i];
         float* gi = g + i * ld;
         for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < cols;
-             j += (long long)gridDim.x * blockDim.x)
-            gi[j] = (kind >= 0 && i == j) ? one : ctx_kernel(gi[j] * (ri * cinv[j]), kind, p);
+             j += (long long)gridDim.x * blockDim.x) {
+            if (j < i) continue;
+            float v = (kind >= 0 && i == j) ? one : ctx_kernel(gi[j] * (ri * cinv[j]), kind, p);
+            gi[j] = v;
+            if (j != i && j < rows) g[j * ld + i] = v;
+        }
     }
 }
 

@@ -2,7 +2,8 @@
 // fused with the masked argmax of the new gains: one launch per greedy step (two for DPP,
 // centroid drift and coverage), one 16-byte result read back. Pool rows are
 // unit-normalised f32, row-major; `inv` holds the exact inverse norms of those unit rows
-// (the CPU path's `Dense::inv`, f64). Products and sums are f64, as on the CPU.
+// (the CPU path's `Dense::inv`, f64). Products and sums are f64, in the CPU's order (one
+// half-warp per row with common.cuh's ctx_dot16): gains equal the CPU's bit for bit.
 //
 // Every step kernel takes the previous pick `p` (-1 for none), marks it taken
 // (alive[p] = 0), updates the state of every row, and reduces the gains of the open rows
@@ -11,34 +12,26 @@
 // `ticket` zero between launches). No thread returns before that reduction.
 #include "common.cuh"
 
-// One warp per row: the row of this thread's warp, or -1 past the end (uniform per warp).
-__device__ __forceinline__ long long ctx_warp_row(long long n) {
-    long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    return row < n ? row : -1;
-}
-
 // A kernel row against the pool (GP observations, read on demand): out[i] =
-// K((float)(<x_i, y> (inv[i] yinv))), the products and the cosine in f64, rounded to f32
-// before the kernel as the CPU's pool kernel does; out[self_idx] = K(1) when y is pool row
-// self_idx (-1: y is the query). One warp per row.
+// K((float)(<x_i, y> (inv[i] yinv))), the dot product in f64 as the CPU computes it, rounded
+// to f32 before the kernel as the CPU's pool kernel does; out[self_idx] = K(1) when y is
+// pool row self_idx (-1: y is the query). One half-warp per row.
 extern "C" __global__ void kernel_row_f32(const float* x, long long n, int d, const float* y, const double* inv,
                                           double yinv, int kind, float p, long long self_idx, float* out) {
-    long long i = ctx_warp_row(n);
-    if (i < 0) return;
-    double s = ctx_warp_dot_d(x + i * d, y, d);
-    if ((threadIdx.x & 31) == 0) {
+    long long i = ctx_hw_row(n);
+    double s = ctx_dot16(x + (i < 0 ? 0 : i) * d, y, i < 0 ? 0 : d);
+    if (i >= 0 && ctx_hw_lead()) {
         float c = i == self_idx ? 1.0f : (float)(s * (inv[i] * yinv));
         out[i] = ctx_kernel(c, kind, p);
     }
 }
 
-// out[i] = cos(i, p) = <x_i, x_p> inv[i] inv[p], in f64. One warp per row.
+// out[i] = cos(i, p) = <x_i, x_p> inv[i] inv[p], in f64. One half-warp per row.
 extern "C" __global__ void cos_to_row_f64(const float* x, long long n, int d, long long p, const double* inv,
                                           double* out) {
-    long long i = ctx_warp_row(n);
-    if (i < 0) return;
+    long long i = ctx_hw_row(n);
     double s = ctx_cos_rows(x, d, inv, i, p);
-    if ((threadIdx.x & 31) == 0) out[i] = s;
+    if (i >= 0 && ctx_hw_lead()) out[i] = s;
 }
 
 // MMR: maxsim[i] = max(maxsim[i], cos(i, p)); gain = lam rel[i] - (1 - lam) maxsim[i]
@@ -47,20 +40,19 @@ extern "C" __global__ void mmr_step_f64(const float* x, long long n, int d, long
                                         const double* rel, double lam, double* maxsim, unsigned char* alive,
                                         const double* cost, double remaining, double* pv, long long* pi,
                                         unsigned int* ticket, double* out) {
-    long long i = ctx_warp_row(n);
+    long long i = ctx_hw_row(n);
     double g = 0.0;
     long long cand = -1;
-    if (i >= 0) {
+    double c = p >= 0 ? ctx_cos_rows(x, d, inv, i, p) : 0.0;
+    if (i >= 0 && ctx_hw_lead()) {
         double m = maxsim[i];
-        if (p >= 0) m = fmax(m, ctx_cos_rows(x, d, inv, i, p));
-        if ((threadIdx.x & 31) == 0) {
-            maxsim[i] = m;
-            if (i == p) alive[i] = 0;
-            if (ctx_open(alive, cost, remaining, i)) {
-                double red = m > CTX_NEG_INF_D ? m : 0.0;
-                g = lam * rel[i] - (1.0 - lam) * red;
-                cand = i;
-            }
+        if (p >= 0) m = fmax(m, c);
+        maxsim[i] = m;
+        if (i == p) alive[i] = 0;
+        if (ctx_open(alive, cost, remaining, i)) {
+            double red = m > CTX_NEG_INF_D ? m : 0.0;
+            g = lam * rel[i] - (1.0 - lam) * red;
+            cand = i;
         }
     }
     ctx_grid_argmax(g, cand, pv, pi, ticket, out);
@@ -72,22 +64,21 @@ extern "C" __global__ void grn_step_f64(const float* x, long long n, int d, long
                                         const double* inv, double* r, unsigned char* alive, const double* cost,
                                         double remaining, double* pv, long long* pi, unsigned int* ticket,
                                         double* out) {
-    long long i = ctx_warp_row(n);
+    long long i = ctx_hw_row(n);
     double g = 0.0;
     long long cand = -1;
-    if (i >= 0) {
+    double q = u != 0 ? ctx_dot16_fd(x + (i < 0 ? 0 : i) * d, u, i < 0 ? 0 : d) : 0.0;
+    if (i >= 0 && ctx_hw_lead()) {
         double ri = r[i];
         if (u != 0) {
-            double q = ctx_warp_dot_fd(x + i * d, u, d) * inv[i];
+            q *= inv[i];
             ri -= q * q;
         }
-        if ((threadIdx.x & 31) == 0) {
-            r[i] = ri;
-            if (i == p) alive[i] = 0;
-            if (ctx_open(alive, cost, remaining, i)) {
-                g = fmax(ri, 0.0);
-                cand = i;
-            }
+        r[i] = ri;
+        if (i == p) alive[i] = 0;
+        if (ctx_open(alive, cost, remaining, i)) {
+            g = fmax(ri, 0.0);
+            cand = i;
         }
     }
     ctx_grid_argmax(g, cand, pv, pi, ticket, out);
@@ -142,22 +133,21 @@ extern "C" __global__ void centroid_step_f64(const float* x, long long n, int d,
                                              double* sd, const double* ss, unsigned char* alive,
                                              const double* cost, double remaining, double* pv, long long* pi,
                                              unsigned int* ticket, double* out) {
-    long long i = ctx_warp_row(n);
+    long long i = ctx_hw_row(n);
     double g = 0.0;
     long long cand = -1;
-    if (i >= 0) {
+    double c = p >= 0 ? ctx_cos_rows(x, d, inv, i, p) : 0.0;
+    if (i >= 0 && ctx_hw_lead()) {
         double sdi = sd[i];
-        if (p >= 0) sdi += ctx_cos_rows(x, d, inv, i, p);
-        if ((threadIdx.x & 31) == 0) {
-            sd[i] = sdi;
-            if (i == p) alive[i] = 0;
-            if (ctx_open(alive, cost, remaining, i)) {
-                double s = ss[0];
-                double ns = sqrt(fmax(s, 0.0));
-                double nsx = sqrt(fmax(s + 2.0 * sdi + 1.0, 0.0));
-                g = (ns != 0.0 && nsx != 0.0) ? 1.0 - (s + sdi) / (ns * nsx) : 1.0;
-                cand = i;
-            }
+        if (p >= 0) sdi += c;
+        sd[i] = sdi;
+        if (i == p) alive[i] = 0;
+        if (ctx_open(alive, cost, remaining, i)) {
+            double s = ss[0];
+            double ns = sqrt(fmax(s, 0.0));
+            double nsx = sqrt(fmax(s + 2.0 * sdi + 1.0, 0.0));
+            g = (ns != 0.0 && nsx != 0.0) ? 1.0 - (s + sdi) / (ns * nsx) : 1.0;
+            cand = i;
         }
     }
     ctx_grid_argmax(g, cand, pv, pi, ticket, out);
@@ -173,22 +163,20 @@ extern "C" __global__ void cov_add_f32(const float* s, long long n, long long p,
 }
 
 // Facility location, second launch: gain of row x = sum_j max(0, s[x][j] - cur[j]) / cost
-// (differences and sum in f64, as on the CPU), one warp per row.
+// (differences and sum in f64, as the CPU's sum_pos_diff), one half-warp per row. Every
+// half-warp runs the sum (a closed or missing row over 0 elements) so the shuffles see the
+// whole warp.
 extern "C" __global__ void cov_gains_f32(const float* s, long long n, const float* cur, const double* gcost,
                                          const unsigned char* alive, const double* cost, double remaining,
                                          double* pv, long long* pi, unsigned int* ticket, double* out) {
-    long long x = ctx_warp_row(n);
+    long long x = ctx_hw_row(n);
+    bool open = x >= 0 && ctx_open(alive, cost, remaining, x);
+    double acc = ctx_sum16_pos_diff(s + (open ? x : 0) * n, cur, open ? n : 0);
     double g = 0.0;
     long long cand = -1;
-    if (x >= 0 && ctx_open(alive, cost, remaining, x)) {
-        double acc = 0.0;
-        const float* row = s + x * n;
-        for (long long j = threadIdx.x & 31; j < n; j += 32) acc += fmax((double)row[j] - (double)cur[j], 0.0);
-        acc = ctx_warp_sum_d(acc);
-        if ((threadIdx.x & 31) == 0) {
-            g = gcost == 0 ? acc : acc / gcost[x];
-            cand = x;
-        }
+    if (open && ctx_hw_lead()) {
+        g = gcost == 0 ? acc : acc / gcost[x];
+        cand = x;
     }
     ctx_grid_argmax(g, cand, pv, pi, ticket, out);
 }
@@ -205,27 +193,28 @@ extern "C" __global__ void argmax_masked_f64(const double* g, long long n, const
 // MMR over many pools of n rows each, one launch per step for all of them: pool b owns
 // rows [b n, (b + 1) n) and keys[b]; p[b] is its previous pick (-1 none yet, -2 done:
 // the pool is skipped). Products and gains in f64 as in mmr_step_f64; the argmax packs
-// each gain rounded to f32 with its index into one 64-bit atomicMax per pool.
+// each gain rounded to f32 with its index into one 64-bit atomicMax per pool (a NaN gain
+// is never a candidate). One half-warp per row.
 extern "C" __global__ void mmr_step_batched_f64(const float* x, int pools, long long n, int d, const long long* p,
                                                 const double* inv, const double* rel, double lam,
                                                 double* maxsim, unsigned char* alive, unsigned long long* keys,
                                                 unsigned long long* keys_reset) {
-    long long g = ctx_warp_row((long long)pools * n);
-    if (g < 0) return;
-    long long b = g / n, i = g - b * n;
-    int lane = threadIdx.x & 31;
-    if (i == 0 && lane == 0) keys_reset[b] = 0ull;
-    long long pb = p[b];
+    long long g = ctx_hw_row((long long)pools * n);
+    long long b = g < 0 ? 0 : g / n, i = g < 0 ? -1 : g - b * n;
+    long long pb = g < 0 ? -2 : p[b];
+    // Every half-warp runs the dot product (pools in one warp may differ in pb).
+    bool act = pb >= 0;
+    double c = ctx_cos_rows(x, d, inv, act ? g : -1, act ? b * n + pb : 0);
+    if (g < 0 || !ctx_hw_lead()) return;
+    if (i == 0) keys_reset[b] = 0ull;
     if (pb == -2) return;
     double m = maxsim[g];
-    if (pb >= 0) {
-        m = fmax(m, ctx_cos_rows(x, d, inv, g, b * n + pb));
-    }
-    if (lane != 0) return;
+    if (pb >= 0) m = fmax(m, c);
     maxsim[g] = m;
     if (i == pb) alive[g] = 0;
     if (!alive[g]) return;
     double red = m > CTX_NEG_INF_D ? m : 0.0;
     double gain = lam * rel[g] - (1.0 - lam) * red;
+    if (gain != gain) return;
     atomicMax(keys + b, ctx_pack((float)gain, (unsigned int)i));
 }

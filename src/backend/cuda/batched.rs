@@ -2,7 +2,7 @@
 //! a service answering many small requests at once.
 
 use super::raw::{self, Buf};
-use super::{per_row, to_i32, to_i64, Device};
+use super::{per_half_warp, to_i32, to_i64, Device};
 use crate::error::{Error, Result};
 
 /// Decodes `ctx_pack(gain, index)` (kernels/common.cuh); 0 is "no candidate".
@@ -108,7 +108,7 @@ impl MmrBatched {
                 let (kp, kr) = if slot == 0 { (lo, hi) } else { (hi, lo) };
                 raw::mmr_step_batched_f64(
                     &lane,
-                    per_row(pools * n),
+                    per_half_warp(pools * n),
                     self.x.v(),
                     np,
                     nn,

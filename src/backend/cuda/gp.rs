@@ -7,7 +7,7 @@
 use super::gram::{kernel_row, DevRows};
 use super::greedy::ArgmaxBufs;
 use super::raw::{self, Buf, Lane};
-use super::{checked_len, per_elem, to_i32, to_i64, Device};
+use super::{checked_len, per_elem, to_i32, to_i64, Device, Poison};
 use crate::backend::gp::{GpStore, PoolKernel};
 use crate::error::{Error, Result};
 use crate::similarity::Kernel;
@@ -34,6 +34,7 @@ pub struct DevStore<'a> {
     var: Buf<f64>,
     scored: Buf<u8>,
     am: ArgmaxBufs,
+    poison: Poison,
 }
 
 /// The device store for the pool kernel `src` (its rows resident as `dev_rows`) with prior
@@ -89,6 +90,7 @@ impl<'a> DevStore<'a> {
             n,
             cap,
             t: 0,
+            poison: Poison::default(),
         })
     }
 
@@ -111,6 +113,8 @@ impl<'a> DevStore<'a> {
     }
 }
 
+/// Every call is refused after an earlier failure (which may have left `V` or the sums half
+/// updated) and remembered when it fails.
 impl GpStore for DevStore<'_> {
     fn len(&self) -> usize {
         self.n
@@ -121,11 +125,39 @@ impl GpStore for DevStore<'_> {
     }
 
     fn reset(&mut self) -> Result<()> {
+        self.poison.check(self.rows.ordinal)?;
         self.t = 0;
-        self.lane.zero(self.sums.vm())
+        let r = self.lane.zero(self.sums.vm());
+        self.poison.guard(r)
     }
 
     fn column(&mut self, j: usize) -> Result<Vec<f64>> {
+        self.poison.check(self.rows.ordinal)?;
+        let r = self.column_inner(j);
+        self.poison.guard(r)
+    }
+
+    fn append(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, urn: f64, u1n: f64) -> Result<()> {
+        self.poison.check(self.rows.ordinal)?;
+        let r = self.append_inner(obs, l, lnn, urn, u1n);
+        self.poison.guard(r)
+    }
+
+    fn posterior(&mut self, m: f64, s: f64, mean: &mut [f64], var: &mut [f64]) -> Result<()> {
+        self.poison.check(self.rows.ordinal)?;
+        let r = self.posterior_inner(m, s, mean, var);
+        self.poison.guard(r)
+    }
+
+    fn ucb_pick(&mut self, m: f64, s: f64, scored: &[bool], beta: f64) -> Result<Option<usize>> {
+        self.poison.check(self.rows.ordinal)?;
+        let r = self.ucb_inner(m, s, scored, beta);
+        self.poison.guard(r)
+    }
+}
+
+impl DevStore<'_> {
+    fn column_inner(&mut self, j: usize) -> Result<Vec<f64>> {
         if j >= self.n {
             return Err(Error::invalid(
                 "GP column",
@@ -142,7 +174,7 @@ impl GpStore for DevStore<'_> {
         Ok(c.into_iter().map(f64::from).collect())
     }
 
-    fn append(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, urn: f64, u1n: f64) -> Result<()> {
+    fn append_inner(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, urn: f64, u1n: f64) -> Result<()> {
         checked_len("GP append: l", l.len(), self.t)?;
         let (n, d) = (self.n, self.rows.d);
         if self.t == self.cap {
@@ -202,7 +234,7 @@ impl GpStore for DevStore<'_> {
         Ok(())
     }
 
-    fn posterior(&mut self, m: f64, s: f64, mean: &mut [f64], var: &mut [f64]) -> Result<()> {
+    fn posterior_inner(&mut self, m: f64, s: f64, mean: &mut [f64], var: &mut [f64]) -> Result<()> {
         checked_len("GP posterior: mean", mean.len(), self.n)?;
         checked_len("GP posterior: var", var.len(), self.n)?;
         self.posterior_dev(m, s)?;
@@ -210,7 +242,7 @@ impl GpStore for DevStore<'_> {
         self.lane.read(self.var.v(), var)
     }
 
-    fn ucb_pick(&mut self, m: f64, s: f64, scored: &[bool], beta: f64) -> Result<Option<usize>> {
+    fn ucb_inner(&mut self, m: f64, s: f64, scored: &[bool], beta: f64) -> Result<Option<usize>> {
         checked_len("scored", scored.len(), self.n)?;
         self.posterior_dev(m, s)?;
         let flags: Vec<u8> = scored.iter().map(|&s| u8::from(s)).collect();

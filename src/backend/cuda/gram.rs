@@ -3,7 +3,7 @@
 //! kernel rows against a resident pool, and the resident pool itself ([`DevRows`]).
 
 use super::raw::{self, Buf, GemmType, Lane};
-use super::{checked_len, matrix, per_row, to_i32, to_i64, Device, TPB};
+use super::{checked_len, matrix, per_half_warp, per_row, to_i32, to_i64, Device, TPB};
 use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
 use crate::similarity::Kernel;
@@ -87,6 +87,17 @@ impl DevPool {
                 "half pool",
                 format!("{} {h:?} values for {n} rows of dimension {d}", bits.len()),
             ));
+        }
+        // A row of zeros (either sign) has no direction: its inverse norm would be inf and
+        // every kernel value of it NaN. The CPU refuses zero rows; so does this.
+        if let Some(row) = bits
+            .chunks_exact(d)
+            .position(|r| r.iter().all(|&b| b & 0x7fff == 0))
+        {
+            return Err(Error::ZeroNorm {
+                source_name: "half pool".into(),
+                row,
+            });
         }
         let x = lane.upload(bits)?;
         let mut inv = lane.zeros::<f32>(n)?;
@@ -310,15 +321,13 @@ pub(crate) fn gemm_raw(lane: &Lane, pool: PoolRef<'_>, g: &mut Buf<f32>) -> Resu
     }
 }
 
-/// `g = X X^T` of an f32 pool: cuBLAS when present, else the tiled kernel with no
-/// epilogue.
+/// `g = X X^T` of a pool by the tiled kernel with no epilogue: each element summed by one
+/// thread in one fixed order, so identical rows give bit-identical rows of `g` (a GEMM that
+/// splits K may not), and a duplicate's facility-location gain is exactly 0, as on the
+/// CPU.
 pub(crate) fn dot_gram(lane: &Lane, pool: PoolRef<'_>, g: &mut Buf<f32>) -> Result<()> {
-    if lane.has_blas() {
-        gemm_raw(lane, pool, g)
-    } else {
-        let ones = lane.upload(&vec![1.0f32; pool.n])?;
-        tiled(lane, pool.x, &ones, &[pool.n], pool.d, RAW, g)
-    }
+    let ones = lane.upload(&vec![1.0f32; pool.n])?;
+    tiled(lane, pool.x, &ones, &[pool.n], pool.d, RAW, g)
 }
 
 /// The tiled Gram of pools of sizes `sizes` stored back to back in `x` (one launch).
@@ -499,7 +508,7 @@ pub(crate) fn kernel_row(
     let s = self_idx.map_or(-1, to_i64);
     raw::kernel_row_f32(
         lane,
-        per_row(rows.n),
+        per_half_warp(rows.n),
         rows.x.v(),
         n,
         d,

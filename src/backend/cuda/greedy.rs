@@ -6,7 +6,7 @@
 
 use super::gram::{dot_gram, DevRows};
 use super::raw::{self, Buf, Lane, NullPtr};
-use super::{checked_len, matrix, per_elem, per_row, to_i32, to_i64, Device};
+use super::{checked_len, matrix, per_elem, per_half_warp, to_i32, to_i64, Device, Poison};
 use crate::backend::cpu::orthonormal_extension;
 use crate::backend::picker::{Picker, PickerInputs, PickerKind, Rows};
 use crate::error::{Error, Result};
@@ -21,9 +21,10 @@ pub(crate) struct ArgmaxBufs {
 }
 
 impl ArgmaxBufs {
-    /// Buffers for launches of up to `per_row(n)` blocks (the largest grid a step uses).
+    /// Buffers for launches of up to `per_half_warp(n)` blocks (the largest grid a step
+    /// uses).
     pub(crate) fn new(lane: &Lane, n: usize) -> Result<Self> {
-        let blocks = per_row(n).blocks.0 as usize;
+        let blocks = per_half_warp(n).blocks.0.max(per_elem(n).blocks.0) as usize;
         Ok(ArgmaxBufs {
             pv: lane.zeros(blocks)?,
             pi: lane.zeros(blocks)?,
@@ -86,6 +87,7 @@ pub struct GreedyDev<'a> {
     am: ArgmaxBufs,
     pending: Option<usize>,
     state: State,
+    poison: Poison,
 }
 
 /// The device picker for `kind` over the resident pool `dev_rows` (host rows in `rows`).
@@ -207,6 +209,7 @@ impl<'a> GreedyDev<'a> {
             am,
             pending: None,
             state,
+            poison: Poison::default(),
         })
     }
 
@@ -215,9 +218,17 @@ impl<'a> GreedyDev<'a> {
         self.lane.sync()
     }
 
+    /// One step, refused after an earlier failure (which may have left the state half
+    /// updated), and remembered when it fails.
+    fn step(&mut self, remaining: Option<f64>) -> Result<()> {
+        self.poison.check(self.rows.ordinal)?;
+        let r = self.step_inner(remaining);
+        self.poison.guard(r)
+    }
+
     /// One step: the pending pick (or none) folded in, the argmax of the gains into
     /// `am.out`.
-    fn step(&mut self, remaining: Option<f64>) -> Result<()> {
+    fn step_inner(&mut self, remaining: Option<f64>) -> Result<()> {
         let lane = &self.lane;
         let p: i64 = self.pending.take().map_or(-1, to_i64);
         let rows = self.rows;
@@ -232,7 +243,7 @@ impl<'a> GreedyDev<'a> {
         match &mut self.state {
             State::Mmr { rel, maxsim, lambda } => raw::mmr_step_f64(
                 lane,
-                per_row(n),
+                per_half_warp(n),
                 x,
                 nn,
                 d,
@@ -268,7 +279,7 @@ impl<'a> GreedyDev<'a> {
                 let uptr = NullPtr::of(has_u.then_some(&*u));
                 raw::grn_step_f64(
                     lane,
-                    per_row(n),
+                    per_half_warp(n),
                     x,
                     nn,
                     d,
@@ -297,7 +308,16 @@ impl<'a> GreedyDev<'a> {
                         *c = bigger;
                         *cap = new_cap;
                     }
-                    raw::cos_to_row_f64(lane, per_row(n), rows.x.v(), nn, d, p, rows.inv64.v(), s.vm())?;
+                    raw::cos_to_row_f64(
+                        lane,
+                        per_half_warp(n),
+                        rows.x.v(),
+                        nn,
+                        d,
+                        p,
+                        rows.inv64.v(),
+                        s.vm(),
+                    )?;
                 }
                 raw::dpp_step_f64(
                     lane,
@@ -326,7 +346,7 @@ impl<'a> GreedyDev<'a> {
                 raw::centroid_pre_f64(lane, per_elem(1), sd.v(), p, ss.vm())?;
                 raw::centroid_step_f64(
                     lane,
-                    per_row(n),
+                    per_half_warp(n),
                     x,
                     nn,
                     d,
@@ -347,7 +367,7 @@ impl<'a> GreedyDev<'a> {
                 raw::cov_add_f32(lane, per_elem(n), sim.v(), nn, p, cur.vm(), self.alive.vm())?;
                 raw::cov_gains_f32(
                     lane,
-                    per_row(n),
+                    per_half_warp(n),
                     sim.v(),
                     nn,
                     cur.v(),
@@ -369,6 +389,7 @@ impl Picker for GreedyDev<'_> {
     /// Queues `x` as picked. A retained item is checked first where the CPU scorer checks
     /// it (DPP: one with no conditional variance left is kept out of the factor).
     fn add(&mut self, x: usize, retained: bool) -> Result<()> {
+        self.poison.check(self.rows.ordinal)?;
         if x >= self.rows.n {
             return Err(Error::invalid(
                 "pick",
@@ -394,7 +415,8 @@ impl Picker for GreedyDev<'_> {
 
     fn best(&mut self, remaining: Option<f64>) -> Result<Option<(usize, f64)>> {
         self.step(remaining)?;
-        self.am.read(&self.lane)
+        let r = self.am.read(&self.lane);
+        self.poison.guard(r)
     }
 }
 

@@ -20,6 +20,8 @@
 pub mod batched;
 pub mod check;
 pub mod compile;
+#[cfg(all(test, feature = "cuda-emu"))]
+mod emu_tests;
 pub mod gp;
 pub mod gram;
 pub mod greedy;
@@ -28,13 +30,13 @@ pub(crate) mod raw;
 pub mod selftest;
 
 pub use gram::{DevRows, HalfRows};
+/// With the `cuda-emu` feature: every kernel with its number of emulated launches so far.
+#[cfg(feature = "cuda-emu")]
+pub use raw::launches as emulated_launches;
 /// With the `cuda-emu` feature: run the emulated kernels' threads as OS threads (`true`,
 /// what the race check under ThreadSanitizer needs) or as fibers (`false`, the default).
 #[cfg(feature = "cuda-emu")]
 pub use raw::set_os_threads as emulate_with_os_threads;
-/// With the `cuda-emu` feature: every kernel with its number of emulated launches so far.
-#[cfg(feature = "cuda-emu")]
-pub use raw::launches as emulated_launches;
 
 use super::EngineOptions;
 use crate::error::{Error, Result};
@@ -232,6 +234,11 @@ pub(crate) fn per_row(n: usize) -> raw::Grid {
     per_elem(n.saturating_mul(32))
 }
 
+/// One half-warp per row (the kernels whose dot products follow the CPU's 16 lanes).
+pub(crate) fn per_half_warp(n: usize) -> raw::Grid {
+    per_elem(n.saturating_mul(16))
+}
+
 /// A `rows × cols` matrix: columns over x, rows over y (at most 65,535; kernels stride).
 pub(crate) fn matrix(rows: usize, cols: usize) -> raw::Grid {
     let bx = cols.div_ceil(TPB as usize).clamp(1, 65_535) as u32;
@@ -250,6 +257,33 @@ pub(crate) fn to_i32(v: usize, what: &str) -> Result<i32> {
 /// `v` as a kernel's `long long`.
 pub(crate) fn to_i64(v: usize) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Device state that a failed operation may have left half-updated: after the first error,
+/// every later call fails too, saying so (the state is not used again; reopen the engine
+/// or start a new selection).
+#[derive(Default)]
+pub(crate) struct Poison(Option<String>);
+
+impl Poison {
+    /// An error when an earlier operation failed.
+    pub(crate) fn check(&self, ordinal: usize) -> Result<()> {
+        match &self.0 {
+            None => Ok(()),
+            Some(why) => Err(Error::DeviceFailed {
+                backend: format!("cuda:{ordinal}"),
+                msg: format!("an earlier step failed, so this state is incomplete ({why})"),
+            }),
+        }
+    }
+
+    /// `r`, remembering its error.
+    pub(crate) fn guard<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            self.0 = Some(e.to_string());
+        }
+        r
+    }
 }
 
 /// An error unless `got == n`.

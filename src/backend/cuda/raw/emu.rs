@@ -18,10 +18,41 @@ static MODE: AtomicU32 = AtomicU32::new(0);
 static LAUNCHES: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>> =
     std::sync::Mutex::new(std::collections::BTreeMap::new());
 
+thread_local! {
+    /// This thread's launches left before an injected failure (tests: a launch that fails
+    /// half-way through a step); `u64::MAX` for none.
+    static FAIL_AFTER: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
+}
+
+/// Makes this thread's launch after its next `after` ones fail (as a kernel fault would),
+/// once.
+#[cfg(test)]
+pub(crate) fn inject_launch_failure(after: u64) {
+    FAIL_AFTER.with(|f| f.set(after));
+}
+
+/// True when this launch is the injected failure.
+fn injected_failure() -> bool {
+    FAIL_AFTER.with(|f| match f.get() {
+        u64::MAX => false,
+        0 => {
+            f.set(u64::MAX);
+            true
+        }
+        v => {
+            f.set(v - 1);
+            false
+        }
+    })
+}
+
 /// Every kernel with the number of times it was launched on the emulator so far.
 pub fn launches() -> Vec<(&'static str, u64)> {
     let done = LAUNCHES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    Funcs::NAMES.iter().map(|&n| (n, done.get(n).copied().unwrap_or(0))).collect()
+    Funcs::NAMES
+        .iter()
+        .map(|&n| (n, done.get(n).copied().unwrap_or(0)))
+        .collect()
 }
 
 /// Runs the emulated kernels' threads as OS threads (`true`, what the race check needs)
@@ -391,6 +422,7 @@ fn launch_error(ordinal: usize, name: &str, rc: i32) -> Error {
     let why = match rc {
         1 => "a barrier could never release (threads of a block wait at different __syncthreads or shuffles)",
         2 => "bad launch configuration",
+        3 => "injected fault (test)",
         _ => "unknown emulator error",
     };
     failed(ordinal, &format!("emulated launch {name}"), why)
@@ -418,6 +450,9 @@ macro_rules! kernels {
             $(#[$m])*
             #[allow(clippy::too_many_arguments)]
             pub(crate) fn $name(lane: &Lane, grid: Grid, $($arg: $ty),*) -> Result<()> {
+                if injected_failure() {
+                    return Err(launch_error(lane.ordinal(), stringify!($name), 3));
+                }
                 let g = EmuGrid {
                     gx: grid.blocks.0,
                     gy: grid.blocks.1,

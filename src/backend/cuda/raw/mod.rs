@@ -27,9 +27,9 @@ pub(crate) use cuda::*;
 #[cfg(feature = "cuda-emu")]
 mod emu;
 #[cfg(feature = "cuda-emu")]
-pub use emu::{launches, set_os_threads};
-#[cfg(feature = "cuda-emu")]
 pub(crate) use emu::*;
+#[cfg(feature = "cuda-emu")]
+pub use emu::{launches, set_os_threads};
 
 // --- libraries --------------------------------------------------------------------------
 

@@ -1,0 +1,285 @@
+//! Tests of the CUDA path that need a device, run on the emulated one (feature
+//! `cuda-emu`): each pins a difference between the device and the CPU reference, or a
+//! break on an edge input, found by running the kernels.
+
+use super::gram::{gram_into, upload_rows, DevPool, Elem, GramPath};
+use super::Device;
+use crate::backend::gp::{GpStore, PoolKernel};
+use crate::backend::picker::Rows;
+use crate::backend::{EngineOptions, Resident};
+use crate::embeddings::Embeddings;
+use crate::rng::Rng;
+use crate::similarity::Kernel;
+
+fn dev() -> Device {
+    Device::open(0, &EngineOptions::default()).expect("the emulated device opens")
+}
+
+fn random(n: usize, d: usize, seed: u64) -> Embeddings {
+    let mut rng = Rng::new(seed);
+    let data: Vec<f32> = (0..n * d).map(|_| rng.normal() as f32).collect();
+    Embeddings::new(n, d, data, "emu").unwrap()
+}
+
+/// Suspect 2: the device GP (kernel rows from the resident pool, the V update, the sums,
+/// the posterior) computes the CPU's numbers bit for bit, so "same calls, same top-k"
+/// holds even at near-ties.
+#[test]
+fn the_device_gp_store_is_bit_equal_to_the_cpu_store() {
+    let d = dev();
+    for (k, seed) in [
+        (Kernel::Vmf { kappa: 3.0 }, 1),
+        (Kernel::Matern52 { l2: 0.7 }, 2),
+        (Kernel::Rbf { l2: 0.9 }, 3),
+    ] {
+        let e = random(301, 37, seed).normalized().unwrap();
+        let inv = e.inv_norms().unwrap();
+        let host = Resident::Host;
+        let rows = Rows {
+            e: &e,
+            inv: &inv,
+            resident: &host,
+        };
+        let mut rng = Rng::new(seed + 10);
+        let q: Vec<f32> = (0..37).map(|_| rng.normal() as f32).collect();
+        let src = PoolKernel::new(rows, &q, k).unwrap();
+        let dev_rows = upload_rows(&d, &e, &inv).unwrap();
+        let n = e.rows();
+        let mu0: Vec<f64> = (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect();
+        let cpu = Box::new(crate::backend::cpu::gp::CpuStore::new(&src, mu0.clone()));
+        let gpu = Box::new(super::gp::DevStore::new(&d, &dev_rows, &src, &mu0).unwrap());
+        let mut a = crate::rerank::gp::Gp::with_store(&src, cpu, mu0.clone(), 1.0).unwrap();
+        let mut b = crate::rerank::gp::Gp::with_store(&src, gpu, mu0.clone(), 1.0).unwrap();
+        let (mut m1, mut v1, mut m2, mut v2) = (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        for step in 0..40 {
+            let j = rng.below(n);
+            let y = rng.uniform();
+            a.observe(j, y).unwrap();
+            b.observe(j, y).unwrap();
+            a.posterior(&mut m1, &mut v1).unwrap();
+            b.posterior(&mut m2, &mut v2).unwrap();
+            for i in 0..n {
+                assert_eq!(
+                    m1[i].to_bits(),
+                    m2[i].to_bits(),
+                    "{k:?} step {step}: mean {i}: {} vs {}",
+                    m1[i],
+                    m2[i]
+                );
+                assert_eq!(
+                    v1[i].to_bits(),
+                    v2[i].to_bits(),
+                    "{k:?} step {step}: var {i}: {} vs {}",
+                    v1[i],
+                    v2[i]
+                );
+            }
+        }
+    }
+}
+
+/// Suspect 3: the device Gram is exactly symmetric with a diagonal of exactly K(1) (the GP
+/// assumes K(j, j) = 1), on both paths, for rows that are not unit.
+#[test]
+fn the_device_gram_is_exactly_symmetric_with_a_unit_diagonal() {
+    let d = dev();
+    let e = random(97, 45, 4);
+    let lane = d.lane().unwrap();
+    let pool = DevPool::upload(&lane, &e).unwrap();
+    let mut g = lane.zeros::<f32>(97 * 97).unwrap();
+    for k in [
+        Kernel::Cosine,
+        Kernel::Vmf { kappa: 4.0 },
+        Kernel::Rbf { l2: 0.8 },
+        Kernel::Matern52 { l2: 0.6 },
+    ] {
+        for path in [GramPath::Tiled, GramPath::Cublas] {
+            gram_into(&lane, pool.r(), k, Some(path), &mut g).unwrap();
+            let v = lane.download(g.v()).unwrap();
+            for i in 0..97 {
+                assert_eq!(v[i * 97 + i], k.apply(1.0), "{k:?} {path:?}: diagonal {i}");
+                for j in 0..i {
+                    assert_eq!(
+                        v[i * 97 + j].to_bits(),
+                        v[j * 97 + i].to_bits(),
+                        "{k:?} {path:?}: ({i},{j})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Suspect 4: a half-precision pool with a zero row is refused, naming the row (its inverse
+/// norm would be inf, and 0 inf = NaN); and the kernel epilogue keeps a NaN a NaN (the old
+/// clamp `fminf(fmaxf(NaN, -1), 1)` turned it into -1, a plausible value).
+#[test]
+fn half_pools_refuse_zero_rows_and_the_epilogue_keeps_nan() {
+    let d = dev();
+    let lane = d.lane().unwrap();
+    let (n, dim) = (5, 4);
+    let mut bits = vec![half::f16::from_f32(0.5).to_bits(); n * dim];
+    // Row 3: all zero, one of them negative zero.
+    bits[3 * dim..4 * dim].copy_from_slice(&[0, 0x8000, 0, 0]);
+    let e = DevPool::upload_half(&lane, &bits, n, dim, Elem::F16)
+        .err()
+        .expect("a zero row is refused");
+    assert!(e.to_string().contains("row 3"), "{e}");
+    let mut g = lane.upload(&[0.5f32, f32::NAN, f32::NAN, 0.5]).unwrap();
+    let inv = lane.upload(&[1.0f32, 1.0]).unwrap();
+    for kind in [0, 1, 2, 3] {
+        super::raw::gram_epilogue_f32(
+            &lane,
+            super::matrix(2, 2),
+            g.vm(),
+            2,
+            2,
+            2,
+            inv.v(),
+            inv.v(),
+            kind,
+            1.0,
+        )
+        .unwrap();
+        let v = lane.download(g.v()).unwrap();
+        assert!(v[1].is_nan() && v[2].is_nan(), "kind {kind}: {v:?}");
+        lane.write(&[0.5f32, f32::NAN, f32::NAN, 0.5], g.vm()).unwrap();
+    }
+}
+
+/// Suspect 5: batched MMR never lets a NaN gain win its pool (the packed key of a NaN
+/// ranks above +inf); the constructor refuses non-finite inputs too.
+#[test]
+fn batched_mmr_never_picks_a_nan_gain() {
+    let d = dev();
+    let e = random(9, 6, 5).normalized().unwrap();
+    let inv = e.inv_norms().unwrap();
+    let mut rel: Vec<f64> = (0..9).map(|i| 0.1 * i as f64).collect();
+    rel[2] = f64::NAN;
+    assert!(super::batched::MmrBatched::new(&d, e.as_slice(), &inv, &rel, 1, 9, 6).is_err());
+    // The kernel itself, given a NaN relevance: the pool's best is the largest finite gain.
+    let lane = d.lane().unwrap();
+    let x = lane.upload(e.as_slice()).unwrap();
+    let (invd, reld) = (lane.upload(&inv).unwrap(), lane.upload(&rel).unwrap());
+    let mut maxsim = lane.filled(9, f64::NEG_INFINITY).unwrap();
+    let mut alive = lane.filled(9, 1u8).unwrap();
+    let mut keys = lane.zeros::<u64>(2).unwrap();
+    let p = lane.upload(&[-1i64]).unwrap();
+    let (kp, kr) = keys.split_mut(1);
+    super::raw::mmr_step_batched_f64(
+        &lane,
+        super::per_half_warp(9),
+        x.v(),
+        1,
+        9,
+        6,
+        p.v(),
+        invd.v(),
+        reld.v(),
+        0.5,
+        maxsim.vm(),
+        alive.vm(),
+        kp,
+        kr,
+    )
+    .unwrap();
+    let k = lane.download(keys.slice(0..1)).unwrap()[0];
+    assert_eq!(super::batched::unpack(k).map(|p| p.0), Some(8), "key {k:#x}");
+}
+
+/// Suspect 6: zero-size inputs are empty results, never an error or a panic: a 0-row Gram,
+/// a batch holding an empty pool, an empty upload read back.
+#[test]
+fn zero_size_inputs_give_empty_results() {
+    let d = dev();
+    let empty = Embeddings::new(0, 7, vec![], "empty").unwrap();
+    assert_eq!(
+        super::gram(&d, &empty, Kernel::Cosine).unwrap(),
+        Vec::<f32>::new()
+    );
+    let e = random(5, 7, 6);
+    let got = super::gram_batched(&d, &[&empty, &e, &empty], Kernel::Vmf { kappa: 2.0 }).unwrap();
+    assert_eq!(got.iter().map(Vec::len).collect::<Vec<_>>(), vec![0, 25, 0]);
+    let lane = d.lane().unwrap();
+    let b = lane.upload::<f32>(&[]).unwrap();
+    assert_eq!(b.len(), 0);
+    assert!(lane.download(b.v()).unwrap().is_empty());
+    let z = lane.zeros::<f64>(0).unwrap();
+    assert_eq!((z.len(), lane.download(z.v()).unwrap().len()), (0, 0));
+}
+
+/// Suspect 7: the facility-location similarity of duplicate rows is bit-identical row for
+/// row (each element summed by one thread in one order), so a duplicate of a picked item
+/// gains exactly 0, as on the CPU, whatever order a GEMM would have used.
+#[test]
+fn duplicate_rows_have_identical_coverage_similarity() {
+    let d = dev();
+    let mut e = random(300, 129, 7).normalized().unwrap().into_vec();
+    let row = e[11 * 129..12 * 129].to_vec();
+    e[250 * 129..251 * 129].copy_from_slice(&row);
+    let e = Embeddings::new(300, 129, e, "dups").unwrap();
+    let inv = e.inv_norms().unwrap();
+    let rows = upload_rows(&d, &e, &inv).unwrap();
+    let lane = d.lane().unwrap();
+    let mut g = lane.zeros::<f32>(300 * 300).unwrap();
+    super::gram::dot_gram(&lane, rows.r(), &mut g).unwrap();
+    let v = lane.download(g.v()).unwrap();
+    let (a, b) = (&v[11 * 300..12 * 300], &v[250 * 300..251 * 300]);
+    assert!(
+        a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+        "rows 11 and 250 differ"
+    );
+    assert_eq!(v[11 * 300 + 250].to_bits(), v[11 * 300 + 11].to_bits());
+}
+
+/// Suspect 8: a step that fails half-way leaves the picker unusable, never half-updated:
+/// every later call says the earlier failure happened (the engine is reopened to go on).
+#[test]
+fn a_failed_step_poisons_the_picker_and_the_gp_store() {
+    use crate::backend::picker::{Picker, PickerInputs, PickerKind};
+    let d = dev();
+    let e = random(77, 9, 8).normalized().unwrap();
+    let inv = e.inv_norms().unwrap();
+    let rows = upload_rows(&d, &e, &inv).unwrap();
+    let rel: Vec<f64> = (0..77).map(|i| (i as f64 / 77.0) - 0.3).collect();
+    let inputs = PickerInputs {
+        rel: Some(&rel),
+        ..PickerInputs::default()
+    };
+    for kind in [
+        PickerKind::Mmr { lambda: 0.5 },
+        PickerKind::Centroid,
+        PickerKind::Dpp { eps: 1e-10 },
+    ] {
+        let mut p = super::greedy::GreedyDev::new(&d, &rows, e.as_slice(), &inv, kind, &inputs).unwrap();
+        let (x, _) = p.best(None).unwrap().unwrap();
+        p.add(x, false).unwrap();
+        // The step folding `x` in fails after its first launch (DPP and centroid launch two).
+        super::raw::inject_launch_failure(u64::from(!matches!(kind, PickerKind::Mmr { .. })));
+        let first = p.best(None).unwrap_err();
+        assert_eq!(first.kind(), crate::error::ErrorKind::DeviceFailed, "{first}");
+        let again = p.best(None).unwrap_err();
+        assert!(again.to_string().contains("earlier"), "{kind:?}: {again}");
+        assert!(p.add(3, false).is_err());
+    }
+    let host = Resident::Host;
+    let src = PoolKernel::new(
+        Rows {
+            e: &e,
+            inv: &inv,
+            resident: &host,
+        },
+        e.row(0),
+        Kernel::Vmf { kappa: 2.0 },
+    )
+    .unwrap();
+    let mu0 = vec![0.0; 77];
+    let mut s = super::gp::DevStore::new(&d, &rows, &src, &mu0).unwrap();
+    s.append(None, &[], 1.0, 0.5, 0.5).unwrap();
+    super::raw::inject_launch_failure(1);
+    assert!(s.append(Some(4), &[0.1], 1.0, 0.5, 0.5).is_err());
+    let again = s
+        .posterior(0.0, 1.0, &mut vec![0.0; 77], &mut vec![0.0; 77])
+        .unwrap_err();
+    assert!(again.to_string().contains("earlier"), "{again}");
+}
