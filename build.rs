@@ -29,6 +29,7 @@ fn main() {
         Err(e) => fail(&format!("kernels/kernels.tbl: {e}")),
     };
     write_out(&out_dir.join("kernel_table.rs"), &table.rust());
+    write_out(&out_dir.join("kernel_params.rs"), &table.ptx_params());
     #[cfg(feature = "cuda-emu")]
     emulator(&files, &table, &out_dir);
 }
@@ -183,6 +184,41 @@ impl Table {
     }
 }
 
+impl Table {
+    /// Every kernel's parameters as PTX declares them (`.u64` for pointers and 64-bit
+    /// integers, `.u32` for 32-bit ones, `.f32`, `.f64`): what `ctxprune kernels` checks
+    /// the compiled PTX against.
+    fn ptx_params(&self) -> String {
+        let mut out = String::from(
+            "/// Every kernel of kernels/kernels.tbl with its parameters' PTX types, in order.\npub const KERNEL_PARAMS: &[(&str, &[&str])] = &[\n",
+        );
+        for k in &self.kernels {
+            let p: Vec<String> = k
+                .args
+                .iter()
+                .map(|a| {
+                    let t = if a.kind.is_empty() {
+                        match a.ty.as_str() {
+                            "f32" => ".f32",
+                            "f64" => ".f64",
+                            "i64" | "u64" => ".u64",
+                            "u8" => ".u8",
+                            "u16" => ".u16",
+                            _ => ".u32",
+                        }
+                    } else {
+                        ".u64"
+                    };
+                    format!("{t:?}")
+                })
+                .collect();
+            let _ = writeln!(out, "    ({:?}, &[{}]),", k.name, p.join(", "));
+        }
+        out.push_str("];\n");
+        out
+    }
+}
+
 /// The `extern "C" __global__` kernels a .cu file defines.
 #[cfg(feature = "cuda-emu")]
 fn kernels_in(src: &str) -> Vec<String> {
@@ -212,7 +248,7 @@ fn emulator(files: &[PathBuf], table: &Table, out_dir: &Path) {
     if std::env::var_os("CTXPRUNE_EMU_TSAN").is_some_and(|v| v == "1") {
         // The race check: kernels and runtime instrumented by ThreadSanitizer.
         build.flag("-fsanitize=thread").opt_level(1).debug(true);
-        println!("cargo:rustc-link-arg=-fsanitize=thread");
+        println!("cargo:rustc-link-lib=dylib=tsan");
     } else {
         build.opt_level(2);
     }

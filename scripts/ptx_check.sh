@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Proves every CUDA kernel compiles, on a machine with no GPU: installs NVRTC and ptxas
-# from PyPI (CUDA 13 wheels) into a venv, compiles kernels/*.cu to PTX for sm_80 and
-# sm_90 through the crate's own NVRTC path (`ctxprune kernels`, which fails on any error
-# or warning), then assembles each PTX with `ptxas -v` (failing on any ptxas warning) and
-# prints the register / spill report, also kept in target/ptx/ptxas.txt.
+# from PyPI (CUDA 13 wheels) into a venv, compiles kernels/*.cu to PTX and to CUBIN for
+# sm_80 and sm_90 through the crate's own NVRTC path (`ctxprune kernels`, which fails on
+# any error or warning, or when the compiled kernels and kernels/kernels.tbl disagree),
+# then assembles each PTX with `ptxas -v` (failing on any ptxas warning) and prints the
+# register / spill report, also kept in target/ptx/ptxas.txt.
 #
 # Usage: scripts/ptx_check.sh [path/to/ctxprune]   (default: target/debug/ctxprune)
 set -euo pipefail
@@ -39,4 +40,4 @@ if [ "$status" -ne 0 ]; then
   echo "ptxas reported an error or a warning; see $OUT/ptxas.txt" >&2
   exit 1
 fi
-echo "every kernel compiled for sm_80 and sm_90 (report: $OUT/ptxas.txt)"
+echo "every kernel compiled to PTX and to $(ls "$OUT"/*.cubin | wc -l) CUBINs for sm_80 and sm_90 (report: $OUT/ptxas.txt)"

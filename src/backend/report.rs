@@ -174,10 +174,12 @@ impl std::fmt::Display for CheckReport {
 pub struct Compiled {
     /// The `.cu` file name.
     pub file: &'static str,
-    /// The architecture (`compute_XY`).
+    /// The architecture (`compute_XY` for PTX, `sm_XY` for a CUBIN).
     pub arch: String,
-    /// PTX text.
+    /// PTX text (empty for a CUBIN).
     pub ptx: String,
+    /// The CUBIN, when compiled for a real architecture.
+    pub cubin: Option<Vec<u8>>,
     /// NVRTC's program log (empty when the compile was clean).
     pub log: String,
 }

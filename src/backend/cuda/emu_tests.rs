@@ -283,3 +283,120 @@ fn a_failed_step_poisons_the_picker_and_the_gp_store() {
         .unwrap_err();
     assert!(again.to_string().contains("earlier"), "{again}");
 }
+
+/// Every kernel once, on small inputs, with each block's threads as OS threads: what the
+/// race check runs under ThreadSanitizer (`CTXPRUNE_EMU_TSAN=1 TSAN_OPTIONS=halt_on_error=1
+/// cargo test --features cuda-emu --lib race_check`, in CI); without the sanitizer it
+/// still checks the OS-thread executor against the CPU.
+#[test]
+fn race_check_every_kernel_on_os_threads() {
+    use super::greedy::{argmax_masked, GreedyDev};
+    use crate::backend::picker::{Picker, PickerInputs, PickerKind};
+    super::emulate_with_os_threads(true);
+    let before = super::emulated_launches();
+    let d = dev();
+    let lane = d.lane().unwrap();
+    let e = random(67, 21, 9);
+    // Grams: both paths (the epilogue after the emulated GEMM), half inputs, many pools,
+    // row norms.
+    let pool = DevPool::upload(&lane, &e).unwrap();
+    let mut g = lane.zeros::<f32>(67 * 67).unwrap();
+    for path in [GramPath::Tiled, GramPath::Cublas] {
+        gram_into(&lane, pool.r(), Kernel::Vmf { kappa: 2.0 }, Some(path), &mut g).unwrap();
+        let got = lane.download(g.v()).unwrap();
+        let want = crate::similarity::gram(&e, Kernel::Vmf { kappa: 2.0 }).unwrap();
+        assert!(
+            crate::backend::report::max_rel_err(&got, &want) < 1e-5,
+            "{path:?}"
+        );
+    }
+    for h in [Elem::F16, Elem::Bf16] {
+        let bits: Vec<u16> = e
+            .as_slice()
+            .iter()
+            .map(|&v| {
+                if h == Elem::F16 {
+                    half::f16::from_f32(v).to_bits()
+                } else {
+                    half::bf16::from_f32(v).to_bits()
+                }
+            })
+            .collect();
+        let hp = DevPool::upload_half(&lane, &bits, 67, 21, h).unwrap();
+        gram_into(&lane, hp.r(), Kernel::Cosine, Some(GramPath::Tiled), &mut g).unwrap();
+    }
+    let f = random(9, 21, 10);
+    super::gram_batched(&d, &[&e, &f], Kernel::Rbf { l2: 0.5 }).unwrap();
+    let mut inv = lane.zeros::<f32>(67).unwrap();
+    let x = lane.upload(e.as_slice()).unwrap();
+    super::raw::row_inv_norms_f32(&lane, super::per_row(67), x.v(), 67, 21, inv.vm()).unwrap();
+    // Greedy steps of every kind, with a token budget.
+    let u = e.normalized().unwrap();
+    let uinv = u.inv_norms().unwrap();
+    let rows = upload_rows(&d, &u, &uinv).unwrap();
+    let rel: Vec<f64> = (0..67).map(|i| ((i * 7) % 13) as f64 / 13.0 - 0.2).collect();
+    let costs: Vec<f64> = (0..67).map(|i| 1.0 + (i % 5) as f64).collect();
+    let inputs = PickerInputs {
+        rel: Some(&rel),
+        budget_costs: Some(&costs),
+        gain_costs: None,
+    };
+    for kind in [
+        PickerKind::Mmr { lambda: 0.5 },
+        PickerKind::Grn { eps: 1e-10 },
+        PickerKind::Dpp { eps: 1e-10 },
+        PickerKind::Centroid,
+        PickerKind::Coverage,
+    ] {
+        let mut p = GreedyDev::new(&d, &rows, u.as_slice(), &uinv, kind, &inputs).unwrap();
+        p.add(3, true).unwrap();
+        for _ in 0..3 {
+            if let Some((x, _)) = p.best(Some(30.0)).unwrap() {
+                p.add(x, false).unwrap();
+            }
+        }
+    }
+    let gains = lane.upload(&rel).unwrap();
+    let alive = lane.filled(67, 1u8).unwrap();
+    let want = (0..67).fold(0, |b, i| if rel[i] > rel[b] { i } else { b });
+    assert_eq!(
+        argmax_masked(&lane, &gains, &alive, None).unwrap().map(|b| b.0),
+        Some(want)
+    );
+    super::batched::MmrBatched::new(&d, u.as_slice(), &uinv, &rel, 1, 67, 21)
+        .unwrap()
+        .run(0.5, 3)
+        .unwrap();
+    // The GP store: appends (kernel rows from the pool), a column, posterior, UCB.
+    let host = Resident::Host;
+    let src = PoolKernel::new(
+        Rows {
+            e: &u,
+            inv: &uinv,
+            resident: &host,
+        },
+        u.row(1),
+        Kernel::Matern52 { l2: 0.8 },
+    )
+    .unwrap();
+    let mu0 = vec![0.5; 67];
+    let mut s = super::gp::DevStore::new(&d, &rows, &src, &mu0).unwrap();
+    s.append(None, &[], 1.0, 0.3, 0.2).unwrap();
+    let l = s.column(5).unwrap();
+    s.append(Some(5), &l, 0.9, 0.1, 0.4).unwrap();
+    let (mut m, mut v) = (vec![0.0; 67], vec![0.0; 67]);
+    s.posterior(0.1, 1.2, &mut m, &mut v).unwrap();
+    s.ucb_pick(0.1, 1.2, &[false; 67], 1.0).unwrap();
+    super::emulate_with_os_threads(false);
+    let after = super::emulated_launches();
+    let missing: Vec<&str> = after
+        .iter()
+        .zip(&before)
+        .filter(|(a, b)| a.1 == b.1)
+        .map(|(a, _)| a.0)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "kernels the race check did not launch: {missing:?}"
+    );
+}

@@ -138,21 +138,37 @@ impl Device {
         // What compiled the kernels: NVRTC's version and the architecture (left empty by an
         // emulated device, whose kernels are compiled in).
         let compiled_by = std::cell::RefCell::new(((0, 0), String::from("emulated")));
-        let open = |fresh: bool| {
-            let load = |p: &raw::DeviceProps| -> Result<Vec<String>> {
+        let open = |fresh: bool, cubin: bool| {
+            let load = |p: &raw::DeviceProps| -> Result<Vec<crate::backend::report::Compiled>> {
                 let v = compile::nvrtc_version(opts)?;
-                let a = format!("compute_{}{}", p.cc.0, p.cc.1);
+                let a = format!("{}_{}{}", if cubin { "sm" } else { "compute" }, p.cc.0, p.cc.1);
                 let compiled = compile::compile_all_cached(&a, opts, fresh)?;
                 *compiled_by.borrow_mut() = (v, a);
-                Ok(compiled.into_iter().map(|c| c.ptx).collect())
+                Ok(compiled)
             };
             raw::Context::create(ordinal, &load, blas.is_ok())
         };
-        // A cache entry that reads but does not load (truncated, or from another driver)
-        // is not an error: compile afresh once, which also rewrites the entry.
-        let (ctx, props) = match open(false) {
-            Err(_) if opts.cache_dir.is_some() => open(true)?,
-            r => r?,
+        // A CUBIN for the device's exact architecture first (a driver loads one from any
+        // NVRTC of its CUDA major version; it refuses PTX from an NVRTC newer than itself),
+        // then PTX. A cache entry that reads but does not load (truncated, or from another
+        // driver) is not an error: compile afresh, which also rewrites the entry.
+        let mut attempts = vec![(true, true), (true, false)];
+        if opts.cache_dir.is_some() {
+            attempts.insert(0, (false, true));
+        }
+        let mut why = Vec::new();
+        let mut opened = None;
+        for (fresh, cubin) in attempts {
+            match open(fresh, cubin) {
+                Ok(x) => {
+                    opened = Some(x);
+                    break;
+                }
+                Err(e) => why.push(format!("{}: {e}", if cubin { "CUBIN" } else { "PTX" })),
+            }
+        }
+        let Some((ctx, props)) = opened else {
+            return Err(unavailable(Some(ordinal), why.join("; ")));
         };
         let ((nvrtc, arch), blas_missing) = (
             compiled_by.into_inner(),

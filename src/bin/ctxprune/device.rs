@@ -9,7 +9,7 @@ pub struct KernelsArgs {
     /// Target architectures, comma-separated (sm_XY or compute_XY).
     #[arg(long, default_value = "sm_80,sm_90")]
     pub arch: String,
-    /// Directory the PTX files are written to (FILE.ARCH.ptx).
+    /// Directory the PTX and CUBIN files are written to (FILE.sm_XY.ptx, FILE.sm_XY.cubin).
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
 }
@@ -49,21 +49,32 @@ pub fn kernels(a: KernelsArgs) -> Result<()> {
     );
     for c in &rep.compiled {
         let entries = c.entries();
-        let _ = writeln!(
-            so,
-            "{:<12} {:<12} {:>3} kernels  {}",
-            c.file,
-            c.arch,
-            entries.len(),
-            entries.join(" ")
-        );
+        match &c.cubin {
+            Some(bin) => {
+                let _ = writeln!(so, "{:<12} {:<12} CUBIN, {} bytes", c.file, c.arch, bin.len());
+            }
+            None => {
+                let _ = writeln!(
+                    so,
+                    "{:<12} {:<12} {:>3} kernels  {}",
+                    c.file,
+                    c.arch,
+                    entries.len(),
+                    entries.join(" ")
+                );
+            }
+        }
         if !c.log.is_empty() {
             eprintln!("{} ({}): {}", c.file, c.arch, c.log.replace('\n', " | "));
         }
         if let Some(d) = &a.out {
-            let num = c.arch.trim_start_matches("compute_");
-            let p = d.join(format!("{}.sm_{num}.ptx", c.file.trim_end_matches(".cu")));
-            std::fs::write(&p, &c.ptx).map_err(|e| Error::io(p.display().to_string(), e))?;
+            let num = c.arch.trim_start_matches("compute_").trim_start_matches("sm_");
+            let stem = c.file.trim_end_matches(".cu");
+            let (p, bytes) = match &c.cubin {
+                Some(bin) => (d.join(format!("{stem}.sm_{num}.cubin")), bin.as_slice()),
+                None => (d.join(format!("{stem}.sm_{num}.ptx")), c.ptx.as_bytes()),
+            };
+            std::fs::write(&p, bytes).map_err(|e| Error::io(p.display().to_string(), e))?;
         }
     }
     let dirty = rep.with_warnings();

@@ -55,7 +55,7 @@ impl Context {
     /// the table must be found in them.
     pub(crate) fn create(
         ordinal: usize,
-        load: &dyn Fn(&DeviceProps) -> std::result::Result<Vec<String>, Error>,
+        load: &dyn Fn(&DeviceProps) -> std::result::Result<Vec<crate::backend::report::Compiled>, Error>,
         blas: bool,
     ) -> Result<(Arc<Context>, DeviceProps)> {
         let unavailable = |msg: String| Error::DeviceUnavailable {
@@ -77,10 +77,14 @@ impl Context {
             total_mem: ctx.total_mem().unwrap_or(0),
         };
         let mut loaded = Vec::new();
-        for ptx in load(&props)? {
+        for c in load(&props)? {
+            let (module, what) = match c.cubin {
+                Some(bin) => (cudarc::nvrtc::Ptx::from_binary(bin), "CUBIN"),
+                None => (cudarc::nvrtc::Ptx::from_src(c.ptx), "PTX"),
+            };
             let m = ctx
-                .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-                .map_err(|e| unavailable(format!("loading a kernel module: {e}")))?;
+                .load_module(module)
+                .map_err(|e| unavailable(format!("loading the {what} of {} for {}: {e}", c.file, c.arch)))?;
             loaded.push(m);
         }
         let funcs = Funcs::load(&|name: &str| {

@@ -97,7 +97,7 @@ impl Context {
     /// The emulated device `ordinal` (its kernels are compiled in: `load` is not called).
     pub(crate) fn create(
         ordinal: usize,
-        _load: &dyn Fn(&DeviceProps) -> std::result::Result<Vec<String>, Error>,
+        _load: &dyn Fn(&DeviceProps) -> std::result::Result<Vec<crate::backend::report::Compiled>, Error>,
         _blas: bool,
     ) -> Result<(Arc<Context>, DeviceProps)> {
         Ok((

@@ -79,13 +79,24 @@ pub(crate) fn nvrtc_version() -> std::result::Result<(i32, i32), String> {
     Ok((major, minor))
 }
 
-/// Compiles `src` (named `name`) with `opts`: `Ok((ptx, log))`, or `Err((what, log))`.
+/// What NVRTC produced: PTX text (for a virtual architecture, `compute_XY`, which the
+/// driver JIT-compiles) or a CUBIN (for a real one, `sm_XY`, which any driver of the same
+/// major version loads).
+pub(crate) enum Code {
+    Ptx(String),
+    Cubin(Vec<u8>),
+}
+
+/// Compiles `src` (named `name`) with `opts` (which name the architecture): the PTX, or
+/// with `cubin` the CUBIN, and NVRTC's log; or `Err((what, log))`.
 pub(crate) fn nvrtc_compile(
     src: &str,
     name: &str,
     opts: &[String],
-) -> std::result::Result<(String, String), (String, String)> {
+    cubin: bool,
+) -> std::result::Result<(Code, String), (String, String)> {
     use cudarc::nvrtc::result as nv;
+    use cudarc::nvrtc::sys;
     let csrc = CString::new(src).map_err(|_| ("NUL byte in kernel source".to_string(), String::new()))?;
     let cname = CString::new(name).map_err(|_| ("NUL byte in file name".to_string(), String::new()))?;
     let prog = nv::create_program(&csrc, Some(&cname))
@@ -101,22 +112,41 @@ pub(crate) fn nvrtc_compile(
             c.to_string_lossy().trim().to_string()
         })
         .unwrap_or_default();
-    let ptx = match compiled {
+    let code = match compiled {
+        Err(e) => Err(format!("{e:?}")),
+        Ok(()) if cubin => {
+            let mut size = 0usize;
+            // SAFETY: `prog` compiled successfully; NVRTC writes the CUBIN's size to a local.
+            let rc = unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) };
+            if rc != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+                Err(format!("nvrtcGetCUBINSize: {rc:?}"))
+            } else {
+                let mut buf = vec![0u8; size];
+                // SAFETY: `buf` holds exactly the size NVRTC reported for this program's CUBIN.
+                let rc = unsafe { sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()) };
+                if rc == sys::nvrtcResult::NVRTC_SUCCESS {
+                    Ok(Code::Cubin(buf))
+                } else {
+                    Err(format!("nvrtcGetCUBIN: {rc:?}"))
+                }
+            }
+        }
         Ok(()) => {
             // SAFETY: `prog` compiled successfully; the PTX buffer is NUL-terminated.
-            unsafe { nv::get_ptx(prog) }.map(|raw| {
-                // SAFETY: get_ptx returns a NUL-terminated buffer.
-                let c = unsafe { CStr::from_ptr(raw.as_ptr()) };
-                c.to_string_lossy().into_owned()
-            })
+            unsafe { nv::get_ptx(prog) }
+                .map(|raw| {
+                    // SAFETY: get_ptx returns a NUL-terminated buffer.
+                    let c = unsafe { CStr::from_ptr(raw.as_ptr()) };
+                    Code::Ptx(c.to_string_lossy().into_owned())
+                })
+                .map_err(|e| format!("{e:?}"))
         }
-        Err(e) => Err(e),
     };
     // SAFETY: `prog` is live and destroyed exactly once, after its last use.
     let _ = unsafe { nv::destroy_program(prog) };
-    match ptx {
-        Ok(ptx) => Ok((ptx, log)),
-        Err(e) => Err((format!("{e:?}"), log)),
+    match code {
+        Ok(c) => Ok((c, log)),
+        Err(e) => Err((e, log)),
     }
 }
 
