@@ -6,7 +6,7 @@
 //! - [`backend`]: the one backend seam. An [`Engine`] (CPU, or a CUDA device with its
 //!   kernels, cuBLAS and a pool of streams) is opened once and shared; the greedy driver
 //!   reaches a backend only through [`backend::picker::Picker`], the GP only through
-//!   [`backend::gp::GpStore`]; every `unsafe` of the crate is in `backend/cuda/raw.rs`.
+//!   [`backend::gp::GpStore`]; every `unsafe` of the crate is in `backend/cuda/raw/`.
 //! - [`pool`]: a [`Pool`], unit rows made resident on an engine once and reused.
 //! - [`embeddings`]: the validated embedding matrix every selector reads.
 //! - [`similarity`]: cosine / vMF / RBF / Matérn-5/2 kernels, the median-heuristic

@@ -4,7 +4,8 @@
 // - fibers (mode 0, the default): every thread has its own stack and registers and runs
 //   until it reaches a barrier, then the next one; a barrier releases when every live
 //   thread of the block (of the warp, for a shuffle) has arrived. Deterministic, and
-//   about 10x cheaper than OS threads on a 2-core machine;
+//   on a 2-core machine some 200x faster than OS threads (the race check's launches:
+//   0.04 s against 8.6 s);
 // - OS threads (mode 1): one std::thread per CUDA thread, barriers on a mutex and a
 //   condition variable; what ThreadSanitizer watches in the race check.
 // A thread that returns counts as arrived at every later barrier (as on the hardware). A

@@ -209,7 +209,7 @@ pub fn compile_kernels(archs: &[String], opts: &EngineOptions) -> Result<Kernels
             // The CUBIN a device of this architecture loads first.
             compiled.push(compile_file(f, &t.replace("compute_", "sm_"), opts)?);
         }
-        // Every compiled kernel has a typed launch (raw.rs's table), and every launch a
+        // Every compiled kernel has a typed launch (raw/'s table), and every launch a
         // kernel: a kernel added to a .cu file without one, or renamed, fails here.
         let mut entries: Vec<String> = compiled
             .iter()
