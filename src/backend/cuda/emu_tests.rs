@@ -285,9 +285,9 @@ fn a_failed_step_poisons_the_picker_and_the_gp_store() {
 }
 
 /// Every kernel once, on small inputs, with each block's threads as OS threads: what the
-/// race check runs under ThreadSanitizer (`CTXPRUNE_EMU_TSAN=1 TSAN_OPTIONS=halt_on_error=1
-/// cargo test --features cuda-emu --lib race_check`, in CI); without the sanitizer it
-/// still checks the OS-thread executor against the CPU.
+/// race check runs under ThreadSanitizer (`CTXPRUNE_EMU_TSAN=1`, with the options .ci/run
+/// and the README give); without the sanitizer it still checks the OS-thread executor
+/// against the CPU.
 #[test]
 fn race_check_every_kernel_on_os_threads() {
     use super::greedy::{argmax_masked, GreedyDev};

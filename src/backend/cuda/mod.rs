@@ -33,8 +33,9 @@ pub use gram::{DevRows, HalfRows};
 /// With the `cuda-emu` feature: every kernel with its number of emulated launches so far.
 #[cfg(feature = "cuda-emu")]
 pub use raw::launches as emulated_launches;
-/// With the `cuda-emu` feature: run the emulated kernels' threads as OS threads (`true`,
-/// what the race check under ThreadSanitizer needs) or as fibers (`false`, the default).
+/// With the `cuda-emu` feature: run the emulated kernels' threads, for launches made from
+/// the calling thread, as OS threads (`true`, what the race check under ThreadSanitizer
+/// needs) or as fibers (`false`, the default).
 #[cfg(feature = "cuda-emu")]
 pub use raw::set_os_threads as emulate_with_os_threads;
 

@@ -8,11 +8,7 @@
 use super::{failed, GemmType, Grid};
 use crate::error::{Error, Result};
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-
-/// How emulated threads run: 0 fibers (the default), 1 OS threads.
-static MODE: AtomicU32 = AtomicU32::new(0);
 
 /// Launches per kernel since the process started (what CI reports as "executed").
 static LAUNCHES: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>> =
@@ -22,6 +18,10 @@ thread_local! {
     /// This thread's launches left before an injected failure (tests: a launch that fails
     /// half-way through a step); `u64::MAX` for none.
     static FAIL_AFTER: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
+    /// How this thread's launches run their threads: 0 fibers (the default), 1 OS threads.
+    /// Per calling thread (a launch runs on its caller), so tests running side by side
+    /// keep their own.
+    static MODE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// Makes this thread's launch after its next `after` ones fail (as a kernel fault would),
@@ -55,10 +55,11 @@ pub fn launches() -> Vec<(&'static str, u64)> {
         .collect()
 }
 
-/// Runs the emulated kernels' threads as OS threads (`true`, what the race check needs)
-/// or as fibers (`false`, the default: deterministic and much cheaper).
+/// Runs the emulated kernels' threads, for launches made from this thread, as OS threads
+/// (`true`, what the race check needs) or as fibers (`false`, the default: deterministic
+/// and much cheaper).
 pub fn set_os_threads(on: bool) {
-    MODE.store(u32::from(on), Ordering::SeqCst);
+    MODE.with(|m| m.set(u32::from(on)));
 }
 
 /// A launch as kernels/emu/emu.h `ctx_emu_grid` reads it.
@@ -458,7 +459,7 @@ macro_rules! kernels {
                     gy: grid.blocks.1,
                     gz: grid.blocks.2,
                     threads: grid.threads,
-                    mode: MODE.load(Ordering::SeqCst),
+                    mode: MODE.with(std::cell::Cell::get),
                 };
                 // SAFETY: the trampoline's C++ signature is generated from the same table
                 // as these argument types (and static-asserted against the kernel's own);
