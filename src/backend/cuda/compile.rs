@@ -59,6 +59,23 @@ fn ptx_entry_params(ptx: &str) -> Vec<(String, Vec<String>)> {
     out
 }
 
+/// Checks that every kernel of `table` is an entry of the PTX files `ptx` with exactly the
+/// table's parameter types, in order; the first difference as a message.
+fn check_params(ptx: &[&str], table: &[(&str, &[&str])]) -> std::result::Result<(), String> {
+    let entries: Vec<(String, Vec<String>)> = ptx.iter().flat_map(|p| ptx_entry_params(p)).collect();
+    for (name, want) in table {
+        let Some((_, got)) = entries.iter().find(|e| e.0 == *name) else {
+            return Err(format!("{name}: no such entry in the compiled PTX"));
+        };
+        if want.iter().copied().ne(got.iter().map(String::as_str)) {
+            return Err(format!(
+                "{name}: PTX parameters {got:?}, kernels/kernels.tbl says {want:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// NVRTC options besides the architecture (part of the PTX cache key). No implicit
 /// contraction of `a * b + c`: sums like `colsq += x * x` round as on the CPU; the
 /// products and dot products that want an FMA ask for one (`fmaf` / `fma`).
@@ -229,21 +246,72 @@ pub fn compile_kernels(archs: &[String], opts: &EngineOptions) -> Result<Kernels
         }
         // And each kernel's parameters, in number, order and width, are the table's: the
         // typed launch pushes exactly what the compiled kernel reads.
-        for c in compiled.iter().filter(|c| &c.arch == t) {
-            for (name, got) in ptx_entry_params(&c.ptx) {
-                let want = params::KERNEL_PARAMS.iter().find(|k| k.0 == name).map(|k| k.1);
-                if want.is_some_and(|w| w.iter().copied().ne(got.iter().map(String::as_str))) {
-                    return Err(unavailable(
-                        None,
-                        format!("{name} ({t}): PTX parameters {got:?}, kernels/kernels.tbl says {want:?}"),
-                    ));
-                }
-            }
-        }
+        let ptx: Vec<&str> = compiled
+            .iter()
+            .filter(|c| &c.arch == t)
+            .map(|c| c.ptx.as_str())
+            .collect();
+        check_params(&ptx, params::KERNEL_PARAMS).map_err(|m| unavailable(None, format!("{t}: {m}")))?;
     }
     Ok(KernelsReport {
         nvrtc,
         sources_hash: sources::SOURCES_HASH,
         compiled,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_params;
+
+    /// Two entries as NVRTC writes them (from gp.cu and greedy.cu for sm_80).
+    const PTX: &str = "
+// .globl	gp_col_f32
+.visible .entry gp_col_f32(
+	.param .u64 gp_col_f32_param_0,
+	.param .u64 gp_col_f32_param_1,
+	.param .u32 gp_col_f32_param_2,
+	.param .u64 gp_col_f32_param_3,
+	.param .u64 gp_col_f32_param_4
+)
+{
+	ret;
+}
+.visible .entry centroid_pre_f64(
+	.param .u64 centroid_pre_f64_param_0,
+	.param .u64 centroid_pre_f64_param_1,
+	.param .u64 centroid_pre_f64_param_2
+)
+.maxntid 256, 1, 1
+{
+	ret;
+}
+";
+
+    #[test]
+    fn the_ptx_parameter_check_finds_each_difference() {
+        let col: (&str, &[&str]) = ("gp_col_f32", &[".u64", ".u64", ".u32", ".u64", ".u64"]);
+        let pre: (&str, &[&str]) = ("centroid_pre_f64", &[".u64", ".u64", ".u64"]);
+        assert_eq!(check_params(&[PTX], &[col, pre]), Ok(()));
+        // The table's own entries for these kernels agree with this PTX.
+        for k in super::params::KERNEL_PARAMS {
+            if k.0 == col.0 {
+                assert_eq!(k.1, col.1);
+            }
+            if k.0 == pre.0 {
+                assert_eq!(k.1, pre.1);
+            }
+        }
+        // Two parameters swapped (n: i64 and t: i32), one missing, one kernel missing.
+        let swapped: (&str, &[&str]) = ("gp_col_f32", &[".u64", ".u32", ".u64", ".u64", ".u64"]);
+        let err = check_params(&[PTX], &[swapped]).unwrap_err();
+        assert!(err.starts_with("gp_col_f32: PTX parameters"), "{err}");
+        let short: (&str, &[&str]) = ("centroid_pre_f64", &[".u64", ".u64"]);
+        assert!(check_params(&[PTX], &[short]).is_err());
+        let absent: (&str, &[&str]) = ("gp_append_f32", &[".u64"]);
+        let err = check_params(&[PTX], &[absent]).unwrap_err();
+        assert!(err.contains("no such entry"), "{err}");
+        // No PTX at all is not a pass.
+        assert!(check_params(&[], &[col]).is_err());
+    }
 }
