@@ -8,11 +8,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong across the public API. Nothing in the crate panics on
 /// bad input; it returns one of these instead.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// A file could not be opened, read or written.
-    #[error("{path}: {source}")]
     Io {
         /// The file.
         path: PathBuf,
@@ -20,7 +19,6 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A file was read but its contents are not what the format requires.
-    #[error("{path}: {msg}")]
     Format {
         /// The file.
         path: PathBuf,
@@ -28,7 +26,6 @@ pub enum Error {
         msg: String,
     },
     /// A value in an embedding matrix is NaN or infinite.
-    #[error("{source_name}: row {row}, column {col}: value is {value} (NaN and infinities are not allowed)")]
     NonFinite {
         /// Where the matrix came from (a file name, or "query", "embeddings").
         source_name: String,
@@ -40,7 +37,6 @@ pub enum Error {
         value: f32,
     },
     /// A row has zero norm, so it has no direction to normalise.
-    #[error("{source_name}: row {row} has zero norm and cannot be unit-normalised")]
     ZeroNorm {
         /// Where the matrix came from.
         source_name: String,
@@ -48,7 +44,6 @@ pub enum Error {
         row: usize,
     },
     /// Two things that must have the same dimension do not.
-    #[error("{what}: dimension mismatch, expected {expected}, got {got}")]
     DimensionMismatch {
         /// What was compared (for example "query vs embeddings").
         what: String,
@@ -58,10 +53,8 @@ pub enum Error {
         got: usize,
     },
     /// A collection that must not be empty is empty.
-    #[error("{0} is empty")]
     Empty(String),
     /// An argument is out of its allowed range or inconsistent with others.
-    #[error("invalid {name}: {msg}")]
     InvalidArgument {
         /// The argument or field (for example "--lambda", "costs\[3\]").
         name: String,
@@ -70,7 +63,6 @@ pub enum Error {
     },
     /// A device cannot be used: no driver or device, the kernels did not compile, or the
     /// self-test run when it was opened failed. Nothing ran; the CPU engine still works.
-    #[error("backend {backend}: {msg}")]
     DeviceUnavailable {
         /// The backend that was asked for (for example "cuda" or "cuda:0").
         backend: String,
@@ -79,7 +71,6 @@ pub enum Error {
     },
     /// A device operation failed while it ran (an allocation, a copy, a kernel launch).
     /// The engine may be unusable from here on: open a new one.
-    #[error("backend {backend} failed: {msg}")]
     DeviceFailed {
         /// The backend that failed.
         backend: String,
@@ -87,7 +78,6 @@ pub enum Error {
         msg: String,
     },
     /// The operation has no implementation on this backend (or with this storage).
-    #[error("{what} is not supported on backend {backend}")]
     Unsupported {
         /// The backend asked to run it.
         backend: String,
@@ -95,7 +85,6 @@ pub enum Error {
         what: String,
     },
     /// The oracle (a reranker) failed: unreachable, an HTTP error, or a malformed answer.
-    #[error("oracle {oracle}: {}{msg}", status.map_or(String::new(), |s| format!("HTTP {s}: ")))]
     Oracle {
         /// Which oracle (a URL, or a name).
         oracle: String,
@@ -173,5 +162,112 @@ impl Error {
             path: path.into(),
             source,
         }
+    }
+}
+
+impl std::fmt::Display for Error {
+    /// One line, always: the message is built, then every line break or other control
+    /// character in it (from a file name, an id, a foreign library's message) is escaped,
+    /// so a log line or a CLI's stderr holds exactly one line per error.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let raw = match self {
+            Error::Io { path, source } => format!("{}: {source}", path.display()),
+            Error::Format { path, msg } => format!("{}: {msg}", path.display()),
+            Error::NonFinite {
+                source_name,
+                row,
+                col,
+                value,
+            } => format!(
+                "{source_name}: row {row}, column {col}: value is {value} (NaN and infinities are not allowed)"
+            ),
+            Error::ZeroNorm { source_name, row } => {
+                format!("{source_name}: row {row} has zero norm and cannot be unit-normalised")
+            }
+            Error::DimensionMismatch {
+                what,
+                expected,
+                got,
+            } => format!("{what}: dimension mismatch, expected {expected}, got {got}"),
+            Error::Empty(what) => format!("{what} is empty"),
+            Error::InvalidArgument { name, msg } => format!("invalid {name}: {msg}"),
+            Error::DeviceUnavailable { backend, msg } => format!("backend {backend}: {msg}"),
+            Error::DeviceFailed { backend, msg } => format!("backend {backend} failed: {msg}"),
+            Error::Unsupported { backend, what } => {
+                format!("{what} is not supported on backend {backend}")
+            }
+            Error::Oracle {
+                oracle,
+                status,
+                msg,
+            } => match status {
+                Some(s) => format!("oracle {oracle}: HTTP {s}: {msg}"),
+                None => format!("oracle {oracle}: {msg}"),
+            },
+        };
+        f.write_str(&escape_controls(&raw))
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// `s` with every control character written as an escape (`\n`, `\r`, `\t`, `\u{1b}`)
+/// and the Unicode line separators too: text that is certainly one line.
+#[must_use]
+pub fn escape_controls(s: &str) -> String {
+    let bad = |c: char| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}');
+    if !s.chars().any(bad) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if bad(c) => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A foreign library's multi-line message (a parser's report with context lines, a
+/// compiler log) as one readable line: its non-blank lines, trimmed, joined by " | ".
+#[must_use]
+pub fn flatten_lines(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_displays_as_one_line() {
+        let e = Error::format("a\nb.npy", "bad\r\nheader\u{2028}x\u{1b}[31m");
+        let s = e.to_string();
+        assert_eq!(s, "a\\nb.npy: bad\\r\\nheader\\u{2028}x\\u{1b}[31m");
+        assert_eq!(s.lines().count(), 1);
+        let e = Error::invalid("id \"x\ny\"", "answers nothing");
+        assert_eq!(e.to_string(), "invalid id \"x\\ny\": answers nothing");
+        assert_eq!(
+            flatten_lines("first\n   second  \n\n third"),
+            "first | second | third"
+        );
+        let io = Error::io("f", std::io::Error::other("disk\nfull"));
+        assert_eq!(io.to_string(), "f: disk\\nfull");
+        assert!(std::error::Error::source(&io).is_some());
     }
 }
