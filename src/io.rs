@@ -1,17 +1,32 @@
-//! File formats: embeddings from `.npy` (2-D, f32/f64/f16, C order), safetensors (a named
+//! File formats: embeddings from `.npy` (2-D, f16/f32/f64, C order), safetensors (a named
 //! 2-D tensor) and JSON lines (`{"embedding": [...], "tokens": n, "text": "..."}`); query
 //! vectors and token costs from `.npy` or JSON. Errors name the file and the row, line or
-//! field at fault.
+//! field at fault, in one line.
+//!
+//! Every file is read only when it is a regular file (a link to `/dev/urandom`, a FIFO or
+//! a directory is refused by name before a byte is read), so a read always ends. Each
+//! format also has a parser over bytes ([`parse_embeddings`], [`parse_npy_f32`],
+//! [`parse_numbers`]) that the file loaders call: what a service receives in a request
+//! body goes through the same checks, and the fuzz targets (fuzz/) drive them directly.
+//!
+//! Numbers: embeddings and queries must be floating point (an integer `.npy` there is
+//! refused; convert with `.astype(np.float32)`); costs and oracle scores may be integers.
+//! An f64 that does not fit in f32 (`1e39`, or a non-zero `1e-50` that would become 0) is
+//! an error naming its row and column, never an infinity or a silent zero. A UTF-8 byte
+//! order mark at the start of a JSON or JSON-lines file is skipped, as Python's
+//! `utf-8-sig` does.
 
 use crate::embeddings::Embeddings;
-use crate::error::{Error, Result};
+use crate::error::{flatten_lines, Error, Result};
+use std::io::Read;
 use std::path::Path;
 
 /// What an embeddings file held: the matrix, and from JSON lines the token counts and
 /// texts when every row had them.
 #[derive(Clone, Debug)]
 pub struct Loaded {
-    /// The embeddings, validated (finite, not ragged), not yet normalised.
+    /// The embeddings, validated (finite, not ragged, at least one row), not yet
+    /// normalised.
     pub embeddings: Embeddings,
     /// `tokens` of every row, when every row had the field.
     pub tokens: Option<Vec<f64>>,
@@ -19,107 +34,316 @@ pub struct Loaded {
     pub texts: Option<Vec<String>>,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    if bytes.is_empty() {
+/// The embeddings file formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmbeddingsFormat {
+    /// NumPy `.npy`: a 2-D float array in C order.
+    Npy,
+    /// safetensors: a named 2-D F32/F64/F16/BF16 tensor.
+    Safetensors,
+    /// JSON lines (`.jsonl`, `.ndjson`, `.json`): one object with `"embedding"` per line.
+    JsonLines,
+}
+
+impl EmbeddingsFormat {
+    /// The format a file's extension names.
+    pub fn of(path: &Path) -> Result<Self> {
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        match ext.as_deref() {
+            Some("npy") => Ok(EmbeddingsFormat::Npy),
+            Some("safetensors") => Ok(EmbeddingsFormat::Safetensors),
+            Some("jsonl" | "json" | "ndjson") => Ok(EmbeddingsFormat::JsonLines),
+            Some(other) => Err(Error::format(
+                path,
+                format!("unknown embeddings format '.{other}' (expected .npy, .safetensors or .jsonl)"),
+            )),
+            None => Err(Error::format(
+                path,
+                "has no extension to tell its format (expected .npy, .safetensors or .jsonl)",
+            )),
+        }
+    }
+}
+
+/// What a numeric `.npy` may hold.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Numbers {
+    /// Floating point only (embeddings, queries).
+    Floats,
+    /// Floating point or integers (costs, scores).
+    FloatsOrIntegers,
+}
+
+/// Checks that `path` names a regular file (following links): anything else is refused by
+/// what it is, before any read.
+fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    let t = meta.file_type();
+    if t.is_file() {
+        return Ok(());
+    }
+    let what = if t.is_dir() {
+        "a directory"
+    } else {
+        special_kind(&t)
+    };
+    Err(Error::format(path, format!("is {what}, not a regular file")))
+}
+
+#[cfg(unix)]
+fn special_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a named pipe"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_kind(_: &std::fs::FileType) -> &'static str {
+    "a special file"
+}
+
+/// Opens a regular, non-empty file: the file and its length. What the path names is
+/// checked before it is opened (opening a FIFO blocks until a writer comes), and the
+/// opened file again (the path may have changed in between).
+fn open_regular(path: &Path) -> Result<(std::fs::File, u64)> {
+    check_regular(path, &std::fs::metadata(path).map_err(|e| Error::io(path, e))?)?;
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    check_regular(path, &meta)?;
+    if meta.len() == 0 {
         return Err(Error::format(path, "file is empty"));
     }
+    Ok((file, meta.len()))
+}
+
+/// Reads a whole regular, non-empty file. A directory, device, FIFO or socket (or a link
+/// to one) is an error naming it, so the read always ends.
+pub fn read_file(path: &Path) -> Result<Vec<u8>> {
+    let (file, len) = open_regular(path)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    // A regular file that grows while it is read is read to the length it had.
+    file.take(len)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(path, e))?;
     Ok(bytes)
 }
 
-fn ext(path: &Path) -> String {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase()
+/// `bytes` as UTF-8 text without a leading byte order mark.
+fn utf8<'b>(path: &Path, bytes: &'b [u8]) -> Result<&'b str> {
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    std::str::from_utf8(bytes).map_err(|e| Error::format(path, format!("not UTF-8: {e}")))
 }
 
-/// Loads embeddings, choosing the format by extension: `.npy`, `.safetensors`
-/// (`FILE.safetensors:NAME` picks a tensor; without a name the file must hold one tensor
-/// or one called `embeddings`), `.jsonl` / `.json` / `.ndjson`.
-pub fn load_embeddings(spec: &str) -> Result<Loaded> {
-    // `FILE.safetensors:NAME`: split after the first ".safetensors:", so tensor names may
-    // hold ':' too.
-    let (path, tensor) = match spec.to_ascii_lowercase().find(".safetensors:") {
+/// Splits `FILE.safetensors:NAME` after the first ".safetensors:", so tensor names may
+/// hold ':' too.
+fn split_spec(spec: &str) -> (&Path, Option<&str>) {
+    match spec.to_ascii_lowercase().find(".safetensors:") {
         Some(i) => {
             let cut = i + ".safetensors".len();
             (Path::new(&spec[..cut]), Some(&spec[cut + 1..]))
         }
         None => (Path::new(spec), None),
-    };
-    match ext(path).as_str() {
-        "npy" => {
-            let (shape, data) = read_npy_f32(path)?;
-            if shape.len() != 2 {
-                return Err(Error::format(
-                    path,
-                    format!("expected a 2-D array (rows x dim), got shape {shape:?}"),
-                ));
-            }
-            let e = Embeddings::new(shape[0], shape[1], data, path.display().to_string())?;
-            Ok(Loaded {
-                embeddings: e,
-                tokens: None,
-                texts: None,
-            })
-        }
-        "safetensors" => load_safetensors(path, tensor),
-        "jsonl" | "json" | "ndjson" => load_jsonl(path),
-        other => Err(Error::format(
-            path,
-            format!("unknown embeddings format '.{other}' (expected .npy, .safetensors or .jsonl)"),
-        )),
     }
 }
 
-/// Opens a `.npy` for streaming reads and checks it is in C order.
-fn open_npy(path: &Path) -> Result<npyz::NpyFile<std::io::BufReader<std::fs::File>>> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    if file.metadata().map_err(|e| Error::io(path, e))?.len() == 0 {
-        return Err(Error::format(path, "file is empty"));
+/// Loads embeddings, choosing the format by extension: `.npy`, `.safetensors`
+/// (`FILE.safetensors:NAME` picks a tensor; without a name the file must hold one tensor
+/// or one called `embeddings`), `.jsonl` / `.json` / `.ndjson`. A `.npy` is streamed (no
+/// second full-size copy); the others are read whole and parsed by [`parse_embeddings`].
+pub fn load_embeddings(spec: &str) -> Result<Loaded> {
+    let (path, tensor) = split_spec(spec);
+    match EmbeddingsFormat::of(path)? {
+        EmbeddingsFormat::Npy => {
+            let (file, len) = open_regular(path)?;
+            let reader = std::io::BufReader::with_capacity(1 << 20, file);
+            npy_matrix(path, reader, len)
+        }
+        f => parse_embeddings(path, f, &read_file(path)?, tensor),
     }
-    let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-    if let (hl, Some(shape)) = npy_header(path)? {
-        let count = shape.iter().try_fold(1u64, |a, &s| a.checked_mul(s));
-        if count.is_none_or(|c| c > file_len.saturating_sub(hl)) {
+}
+
+/// Parses embeddings held in memory (`bytes` in `format`; `source` names them in errors;
+/// `tensor` picks a safetensors tensor). The same checks as [`load_embeddings`].
+pub fn parse_embeddings(
+    source: &Path,
+    format: EmbeddingsFormat,
+    bytes: &[u8],
+    tensor: Option<&str>,
+) -> Result<Loaded> {
+    if tensor.is_some() && format != EmbeddingsFormat::Safetensors {
+        return Err(Error::format(
+            source,
+            "a tensor name (:NAME) applies to .safetensors files",
+        ));
+    }
+    if bytes.is_empty() {
+        return Err(Error::format(source, "file is empty"));
+    }
+    match format {
+        EmbeddingsFormat::Npy => npy_matrix(source, bytes, bytes.len() as u64),
+        EmbeddingsFormat::Safetensors => safetensors_matrix(source, bytes, tensor),
+        EmbeddingsFormat::JsonLines => jsonl(source, bytes),
+    }
+}
+
+/// A 2-D float `.npy` from `r` (`len` bytes in all) as embeddings.
+fn npy_matrix<R: Read>(path: &Path, r: R, len: u64) -> Result<Loaded> {
+    let (shape, data) = npy_f32(path, r, len, Numbers::Floats)?;
+    if shape.len() != 2 {
+        return Err(Error::format(
+            path,
+            format!("expected a 2-D array (rows x dim), got shape {shape:?}"),
+        ));
+    }
+    if shape[0] == 0 {
+        return Err(Error::format(path, format!("no rows (shape {shape:?})")));
+    }
+    let e = Embeddings::new(shape[0], shape[1], data, path.display().to_string())?;
+    Ok(Loaded {
+        embeddings: e,
+        tokens: None,
+        texts: None,
+    })
+}
+
+/// The `.npy` preamble, parsed by hand before npyz sees the header: npyz multiplies the
+/// shape without overflow checks (a crafted header panics in it), so a shape whose element
+/// count overflows or exceeds the file is refused here first. Returns the preamble and
+/// header bytes (to replay to npyz) and the declared shape, if it could be read.
+fn npy_preamble<R: Read>(path: &Path, r: &mut R, len: u64) -> Result<(Vec<u8>, Option<Vec<u64>>)> {
+    let bad = |m: String| Error::format(path, format!("not a valid .npy file ({m})"));
+    let mut head = vec![0u8; 10];
+    r.read_exact(&mut head)
+        .map_err(|_| bad(format!("{len} bytes, shorter than the 10-byte preamble")))?;
+    if &head[..6] != b"\x93NUMPY" {
+        return Err(bad("no \\x93NUMPY magic".into()));
+    }
+    let (start, hlen) = match head[6] {
+        1 => (10u64, u64::from(u16::from_le_bytes([head[8], head[9]]))),
+        2 | 3 => {
+            let mut more = [0u8; 2];
+            r.read_exact(&mut more)
+                .map_err(|_| bad("truncated preamble".into()))?;
+            head.extend_from_slice(&more);
+            (
+                12u64,
+                u64::from(u32::from_le_bytes([head[8], head[9], head[10], head[11]])),
+            )
+        }
+        v => return Err(bad(format!("format version {v}; versions 1 to 3 are read"))),
+    };
+    if hlen > 1 << 20 || start + hlen > len {
+        return Err(bad(format!("header of {hlen} bytes in a file of {len} bytes")));
+    }
+    let mut text = vec![0u8; hlen as usize];
+    r.read_exact(&mut text)
+        .map_err(|_| bad("truncated header".into()))?;
+    let header = String::from_utf8_lossy(&text).into_owned();
+    head.extend_from_slice(&text);
+    let shape = header.find("shape").and_then(|i| {
+        let open = i + header[i..].find('(')?;
+        let close = open + header[open..].find(')')?;
+        Some(&header[open + 1..close])
+    });
+    let shape = match shape {
+        None => None,
+        Some(inner) => Some(
+            inner
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(|t| {
+                    t.trim_end_matches('L').parse::<u64>().map_err(|_| {
+                        Error::format(
+                            path,
+                            format!("shape entry '{}' is not a size", t.escape_default()),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<u64>>>()?,
+        ),
+    };
+    if let Some(s) = &shape {
+        let count = s.iter().try_fold(1u64, |a, &x| a.checked_mul(x));
+        if count.is_none_or(|c| c > len - (start + hlen)) {
             return Err(Error::format(
                 path,
-                format!("header declares shape {shape:?}, more data than the file's {file_len} bytes"),
+                format!("header declares shape {s:?}, more data than the file's {len} bytes"),
             ));
         }
     }
-    let f = npyz::NpyFile::new(std::io::BufReader::with_capacity(1 << 20, file))
-        .map_err(|e| Error::format(path, format!("not a valid .npy file: {e}")))?;
+    Ok((head, shape))
+}
+
+/// Opens a `.npy` from `r` for streaming reads: C order, a numeric dtype `numbers`
+/// allows, and data that fills the rest of the `len` bytes exactly.
+fn npy_open<R: Read>(
+    path: &Path,
+    mut r: R,
+    len: u64,
+    numbers: Numbers,
+) -> Result<npyz::NpyFile<std::io::Chain<std::io::Cursor<Vec<u8>>, R>>> {
+    let (head, _) = npy_preamble(path, &mut r, len)?;
+    let header_len = head.len() as u64;
+    let f = npyz::NpyFile::new(std::io::Cursor::new(head).chain(r)).map_err(|e| {
+        Error::format(
+            path,
+            format!("not a valid .npy file: {}", flatten_lines(&e.to_string())),
+        )
+    })?;
     if f.order() != npyz::Order::C {
         return Err(Error::format(
             path,
             "array is in Fortran order; save it in C order (np.ascontiguousarray)",
         ));
     }
+    let descr = f.dtype().descr();
     let item = match f.dtype() {
-        npyz::DType::Plain(t)
-            if matches!(
-                t.type_char(),
-                npyz::TypeChar::Float | npyz::TypeChar::Int | npyz::TypeChar::Uint
-            ) =>
-        {
-            t.num_bytes().unwrap_or(1) as u64
-        }
-        d => {
-            return Err(Error::format(
-                path,
-                format!(
-                    "unsupported dtype {}: expected a float or integer array",
-                    d.descr()
-                ),
-            ))
-        }
+        npyz::DType::Plain(t) => match t.type_char() {
+            npyz::TypeChar::Float => t.num_bytes(),
+            npyz::TypeChar::Int | npyz::TypeChar::Uint if numbers == Numbers::FloatsOrIntegers => {
+                t.num_bytes()
+            }
+            npyz::TypeChar::Int | npyz::TypeChar::Uint => {
+                return Err(Error::format(
+                    path,
+                    format!(
+                        "dtype {descr} is an integer type; embeddings and queries must be floats (f2, f4 or f8): convert with .astype(np.float32)"
+                    ),
+                ))
+            }
+            _ => None,
+        },
+        _ => None,
+    };
+    let Some(item) = item.map(|b| b as u64) else {
+        return Err(Error::format(
+            path,
+            format!(
+                "unsupported dtype {descr}: expected {}",
+                if numbers == Numbers::Floats {
+                    "a float array (f2, f4 or f8)"
+                } else {
+                    "a float or integer array"
+                }
+            ),
+        ));
     };
     // The data must fill the file exactly: refuse a header that promises more than the
     // file holds (before allocating for it), and trailing bytes a writer did not mean.
-    let len = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
     let need = f.shape().iter().try_fold(item, |a, &s| a.checked_mul(s));
-    let data_len = len.checked_sub(npy_header_len(path)?);
+    let data_len = len.checked_sub(header_len);
     if need.is_none() || need > data_len {
         return Err(Error::format(
             path,
@@ -142,66 +366,40 @@ fn open_npy(path: &Path) -> Result<npyz::NpyFile<std::io::BufReader<std::fs::Fil
     Ok(f)
 }
 
-/// Bytes before the data: magic (6), version (2), header length (2 bytes in format 1,
-/// 4 in formats 2 and 3), header.
-fn npy_header_len(path: &Path) -> Result<u64> {
-    Ok(npy_header(path)?.0)
+/// Where element `i` of an array of shape `shape` is, in words.
+fn position(shape: &[usize], i: usize) -> String {
+    match shape {
+        [_, cols] if *cols > 0 => format!("row {}, column {}", i / cols, i % cols),
+        _ => format!("element {i}"),
+    }
 }
 
-/// The header length and the declared shape, read before npyz parses the header: npyz
-/// multiplies the shape without overflow checks (a crafted header panics in it), so a
-/// shape whose element count overflows or exceeds the file is refused here first.
-fn npy_header(path: &Path) -> Result<(u64, Option<Vec<u64>>)> {
-    use std::io::Read;
-    let bad = |m: String| Error::format(path, m);
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut head = [0u8; 12];
-    f.read_exact(&mut head)
-        .map_err(|e| bad(format!("not a valid .npy file (truncated header: {e})")))?;
-    if &head[..6] != b"\x93NUMPY" {
-        return Err(bad("not a valid .npy file (no \\x93NUMPY magic)".into()));
+/// `x` as f32, or an error naming where it is when it does not fit (overflow to an
+/// infinity, or a non-zero value that would become 0).
+fn narrow(path: &Path, shape: &[usize], i: usize, x: f64) -> Result<f32> {
+    let y = x as f32;
+    if x.is_finite() && !y.is_finite() {
+        return Err(Error::format(
+            path,
+            format!(
+                "{}: {x:e} does not fit in f32 (largest {:e})",
+                position(shape, i),
+                f32::MAX
+            ),
+        ));
     }
-    let (start, len) = match head[6] {
-        1 => (10u64, u64::from(u16::from_le_bytes([head[8], head[9]]))),
-        _ => (
-            12u64,
-            u64::from(u32::from_le_bytes([head[8], head[9], head[10], head[11]])),
-        ),
-    };
-    if len > 1 << 20 {
-        return Err(bad(format!("not a valid .npy file (header of {len} bytes)")));
+    if y == 0.0 && x != 0.0 {
+        return Err(Error::format(
+            path,
+            format!("{}: {x:e} underflows f32 to 0", position(shape, i)),
+        ));
     }
-    let mut text = vec![0u8; (start + len) as usize];
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    f.read_exact(&mut text)
-        .map_err(|e| bad(format!("not a valid .npy file (truncated header: {e})")))?;
-    let text = String::from_utf8_lossy(&text[start as usize..]);
-    let shape = text.find("shape").and_then(|i| {
-        let open = i + text[i..].find('(')?;
-        let close = open + text[open..].find(')')?;
-        Some(&text[open + 1..close])
-    });
-    let shape = match shape {
-        None => None,
-        Some(inner) => Some(
-            inner
-                .split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(|t| {
-                    t.trim_end_matches('L')
-                        .parse::<u64>()
-                        .map_err(|_| bad(format!("shape entry '{t}' is not a size")))
-                })
-                .collect::<Result<Vec<u64>>>()?,
-        ),
-    };
-    Ok((start + len, shape))
+    Ok(y)
 }
 
 /// Reads the values of `f` as `$out`, trying each element type in turn (npyz reads only
 /// the exact dtype of the file) and converting while streaming, so no second full-size
-/// copy exists.
+/// copy exists. `$conv(index, value)` converts one element.
 macro_rules! read_as {
     ($path:expr, $f:expr, $out:ty, $($t:ty => $conv:expr),*) => {{
         let path: &Path = $path;
@@ -211,9 +409,11 @@ macro_rules! read_as {
             let f = match f.try_data::<$t>() {
                 Ok(r) => {
                     let mut v: Vec<$out> = Vec::with_capacity(r.len() as usize);
-                    for x in r {
-                        let x = x.map_err(|e| Error::format(path, format!("cannot read the data: {e}")))?;
-                        v.push($conv(x));
+                    for (i, x) in r.enumerate() {
+                        let x = x.map_err(|e| {
+                            Error::format(path, format!("cannot read the data: {}", flatten_lines(&e.to_string())))
+                        })?;
+                        v.push($conv(i, x)?);
                     }
                     return Ok(v);
                 }
@@ -221,44 +421,88 @@ macro_rules! read_as {
             };
         )*
         drop(f);
-        Err(Error::format(path, format!("unsupported dtype {}: expected a float or integer array", dtype.descr())))
+        Err(Error::format(path, format!("unsupported dtype {}: expected a numeric array", dtype.descr())))
     }};
 }
 
-fn npy_values_f32(path: &Path, f: npyz::NpyFile<std::io::BufReader<std::fs::File>>) -> Result<Vec<f32>> {
+fn npy_values_f32<R: Read>(path: &Path, shape: &[usize], f: npyz::NpyFile<R>) -> Result<Vec<f32>> {
+    let ok = |_: usize, x: f32| Ok::<f32, Error>(x);
+    let wide = |i: usize, x: f64| narrow(path, shape, i, x);
+    let int = |i: usize, x: f64| narrow(path, shape, i, x);
     read_as!(path, f, f32,
-        f32 => |x| x, f64 => |x| x as f32, half::f16 => |x: half::f16| x.to_f32(),
-        i64 => |x| x as f32, i32 => |x| x as f32, i16 => f32::from, i8 => f32::from,
-        u64 => |x| x as f32, u32 => |x| x as f32, u16 => f32::from, u8 => f32::from)
+        f32 => ok, f64 => wide, half::f16 => |_, x: half::f16| Ok::<f32, Error>(x.to_f32()),
+        i64 => |i, x: i64| int(i, x as f64), i32 => |i, x: i32| int(i, f64::from(x)),
+        i16 => |_, x: i16| Ok::<f32, Error>(f32::from(x)), i8 => |_, x: i8| Ok::<f32, Error>(f32::from(x)),
+        u64 => |i, x: u64| int(i, x as f64), u32 => |i, x: u32| int(i, f64::from(x)),
+        u16 => |_, x: u16| Ok::<f32, Error>(f32::from(x)), u8 => |_, x: u8| Ok::<f32, Error>(f32::from(x)))
 }
 
-fn npy_values_f64(path: &Path, f: npyz::NpyFile<std::io::BufReader<std::fs::File>>) -> Result<Vec<f64>> {
+fn npy_values_f64<R: Read>(path: &Path, f: npyz::NpyFile<R>) -> Result<Vec<f64>> {
+    let ok = |_: usize, x: f64| Ok::<f64, Error>(x);
     read_as!(path, f, f64,
-        f32 => f64::from, f64 => |x| x, half::f16 => |x: half::f16| x.to_f64(),
-        i64 => |x| x as f64, i32 => f64::from, i16 => f64::from, i8 => f64::from,
-        u64 => |x| x as f64, u32 => f64::from, u16 => f64::from, u8 => f64::from)
+        f32 => |i, x: f32| ok(i, f64::from(x)), f64 => ok, half::f16 => |i, x: half::f16| ok(i, x.to_f64()),
+        i64 => |i, x: i64| ok(i, x as f64), i32 => |i, x: i32| ok(i, f64::from(x)),
+        i16 => |i, x: i16| ok(i, f64::from(x)), i8 => |i, x: i8| ok(i, f64::from(x)),
+        u64 => |i, x: u64| ok(i, x as f64), u32 => |i, x: u32| ok(i, f64::from(x)),
+        u16 => |i, x: u16| ok(i, f64::from(x)), u8 => |i, x: u8| ok(i, f64::from(x)))
 }
 
-/// Reads a numeric `.npy` (C order) as `f32`, with its shape. Floats of 2, 4 or 8 bytes
-/// and integers of any width are accepted.
-pub fn read_npy_f32(path: &Path) -> Result<(Vec<usize>, Vec<f32>)> {
-    let f = open_npy(path)?;
-    let shape: Vec<usize> = f.shape().iter().map(|&s| s as usize).collect();
-    Ok((shape, npy_values_f32(path, f)?))
+/// The shape of an open `.npy`, as sizes this machine can index.
+fn npy_shape<R: Read>(path: &Path, f: &npyz::NpyFile<R>) -> Result<Vec<usize>> {
+    f.shape()
+        .iter()
+        .map(|&s| {
+            usize::try_from(s).map_err(|_| Error::format(path, format!("shape entry {s} is too large")))
+        })
+        .collect()
 }
 
-/// Reads a numeric `.npy` (C order) as `f64`, with its shape.
-pub fn read_npy_f64(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
-    let f = open_npy(path)?;
-    let shape: Vec<usize> = f.shape().iter().map(|&s| s as usize).collect();
+fn npy_f32<R: Read>(path: &Path, r: R, len: u64, numbers: Numbers) -> Result<(Vec<usize>, Vec<f32>)> {
+    let f = npy_open(path, r, len, numbers)?;
+    let shape = npy_shape(path, &f)?;
+    let v = npy_values_f32(path, &shape, f)?;
+    Ok((shape, v))
+}
+
+fn npy_f64<R: Read>(path: &Path, r: R, len: u64) -> Result<(Vec<usize>, Vec<f64>)> {
+    let f = npy_open(path, r, len, Numbers::FloatsOrIntegers)?;
+    let shape = npy_shape(path, &f)?;
     Ok((shape, npy_values_f64(path, f)?))
 }
 
-fn load_safetensors(path: &Path, name: Option<&str>) -> Result<Loaded> {
+/// Reads a float `.npy` (C order; f2, f4 or f8) as `f32`, with its shape: embeddings and
+/// queries. Integer arrays are refused.
+pub fn read_npy_f32(path: &Path) -> Result<(Vec<usize>, Vec<f32>)> {
+    let (file, len) = open_regular(path)?;
+    npy_f32(
+        path,
+        std::io::BufReader::with_capacity(1 << 20, file),
+        len,
+        Numbers::Floats,
+    )
+}
+
+/// Parses a float `.npy` held in memory as `f32`, with its shape ([`read_npy_f32`]'s
+/// checks; `source` names it in errors).
+pub fn parse_npy_f32(source: &Path, bytes: &[u8]) -> Result<(Vec<usize>, Vec<f32>)> {
+    npy_f32(source, bytes, bytes.len() as u64, Numbers::Floats)
+}
+
+/// Reads a numeric `.npy` (C order; floats of 2, 4 or 8 bytes, or integers) as `f64`, with
+/// its shape: costs and scores.
+pub fn read_npy_f64(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
+    let (file, len) = open_regular(path)?;
+    npy_f64(path, std::io::BufReader::with_capacity(1 << 20, file), len)
+}
+
+fn safetensors_matrix(path: &Path, bytes: &[u8], name: Option<&str>) -> Result<Loaded> {
     use safetensors::{Dtype, SafeTensors};
-    let bytes = read(path)?;
-    let st = SafeTensors::deserialize(&bytes)
-        .map_err(|e| Error::format(path, format!("not a valid safetensors file: {e}")))?;
+    let st = SafeTensors::deserialize(bytes).map_err(|e| {
+        Error::format(
+            path,
+            format!("not a valid safetensors file: {}", flatten_lines(&e.to_string())),
+        )
+    })?;
     let names = st.names();
     let name = match name {
         Some(n) => n.to_string(),
@@ -277,14 +521,23 @@ fn load_safetensors(path: &Path, name: Option<&str>) -> Result<Loaded> {
             ));
         }
     };
-    let t = st
-        .tensor(&name)
-        .map_err(|e| Error::format(path, format!("tensor '{name}': {e}")))?;
+    let t = st.tensor(&name).map_err(|e| {
+        Error::format(
+            path,
+            format!("tensor '{name}': {}", flatten_lines(&e.to_string())),
+        )
+    })?;
     let shape = t.shape().to_vec();
     if shape.len() != 2 {
         return Err(Error::format(
             path,
             format!("tensor '{name}' has shape {shape:?}; expected 2-D (rows x dim)"),
+        ));
+    }
+    if shape[0] == 0 {
+        return Err(Error::format(
+            path,
+            format!("tensor '{name}' has no rows (shape {shape:?})"),
         ));
     }
     let raw = t.data();
@@ -295,8 +548,16 @@ fn load_safetensors(path: &Path, name: Option<&str>) -> Result<Loaded> {
             .collect(),
         Dtype::F64 => raw
             .chunks_exact(8)
-            .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32)
-            .collect(),
+            .enumerate()
+            .map(|(i, b)| {
+                narrow(
+                    path,
+                    &shape,
+                    i,
+                    f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+                )
+            })
+            .collect::<Result<_>>()?,
         Dtype::F16 => raw
             .chunks_exact(2)
             .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
@@ -320,9 +581,29 @@ fn load_safetensors(path: &Path, name: Option<&str>) -> Result<Loaded> {
     })
 }
 
-fn load_jsonl(path: &Path) -> Result<Loaded> {
-    let bytes = read(path)?;
-    let text = std::str::from_utf8(&bytes).map_err(|e| Error::format(path, format!("not UTF-8: {e}")))?;
+/// A JSON value's type in words, for errors.
+fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// A token count: finite and positive.
+fn token_count(t: &serde_json::Value) -> std::result::Result<f64, String> {
+    match t.as_f64() {
+        Some(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Some(x) => Err(format!("\"tokens\" must be a positive number, got {x}")),
+        None => Err(format!("\"tokens\" is {}, not a number", json_type(t))),
+    }
+}
+
+fn jsonl(path: &Path, bytes: &[u8]) -> Result<Loaded> {
+    let text = utf8(path, bytes)?;
     let mut rows: Vec<f32> = Vec::new();
     let mut dim = None;
     let (mut tokens, mut texts) = (Column::new("tokens"), Column::new("text"));
@@ -335,25 +616,36 @@ fn load_jsonl(path: &Path) -> Result<Loaded> {
         let at = |msg: String| Error::format(path, format!("line {}: {msg}", ln + 1));
         let v: serde_json::Value =
             serde_json::from_str(line).map_err(|e| at(format!("invalid JSON: {e}")))?;
-        let obj = v.as_object().ok_or_else(|| at("expected a JSON object".into()))?;
-        let emb = obj
-            .get("embedding")
-            .and_then(|e| e.as_array())
-            .ok_or_else(|| at("missing \"embedding\" (an array of numbers)".into()))?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| at(format!("expected a JSON object, got {}", json_type(&v))))?;
+        let emb = match obj.get("embedding") {
+            Some(serde_json::Value::Array(a)) => a,
+            Some(other) => {
+                return Err(at(format!(
+                    "\"embedding\" is {}, not an array of numbers",
+                    json_type(other)
+                )))
+            }
+            None => return Err(at("missing \"embedding\" (an array of numbers)".into())),
+        };
+        let mut norm2 = 0.0f64;
         for (j, x) in emb.iter().enumerate() {
             let f = x
                 .as_f64()
-                .ok_or_else(|| at(format!("embedding[{j}] is not a number: {x}")))?;
+                .ok_or_else(|| at(format!("embedding[{j}] is {}, not a number", json_type(x))))?;
             let v = f as f32;
             if !v.is_finite() {
-                return Err(at(format!("embedding[{j}] = {f} does not fit in f32")));
+                return Err(at(format!("embedding[{j}] = {f:e} does not fit in f32")));
             }
             if v == 0.0 && f != 0.0 {
-                return Err(at(format!("embedding[{j}] = {f} underflows f32 to 0")));
+                return Err(at(format!("embedding[{j}] = {f:e} underflows f32 to 0")));
             }
+            norm2 += f64::from(v) * f64::from(v);
             rows.push(v);
         }
         match dim {
+            None if emb.is_empty() => return Err(at("\"embedding\" is empty".into())),
             None => dim = Some(emb.len()),
             Some(d) if d != emb.len() => {
                 return Err(at(format!(
@@ -363,22 +655,19 @@ fn load_jsonl(path: &Path) -> Result<Loaded> {
             }
             _ => {}
         }
+        if norm2 == 0.0 {
+            return Err(at(
+                "embedding is all zeros (zero norm: it has no direction to compare)".into(),
+            ));
+        }
         let line = ln + 1;
         match obj.get("tokens") {
-            Some(t) => tokens.push(
-                line,
-                t.as_f64()
-                    .ok_or_else(|| at(format!("\"tokens\" is not a number: {t}")))?,
-            ),
+            Some(t) => tokens.push(line, token_count(t).map_err(&at)?),
             None => tokens.missing(line),
         }
         match obj.get("text") {
-            Some(t) => texts.push(
-                line,
-                t.as_str()
-                    .ok_or_else(|| at("\"text\" is not a string".into()))?
-                    .to_string(),
-            ),
+            Some(serde_json::Value::String(t)) => texts.push(line, t.clone()),
+            Some(other) => return Err(at(format!("\"text\" is {}, not a string", json_type(other)))),
             None => texts.missing(line),
         }
         n += 1;
@@ -433,52 +722,56 @@ impl<T> Column<T> {
 }
 
 /// Loads pool texts: JSON lines with `"text"` (required) and `"tokens"` (on every line
-/// or on none).
+/// or on none; each a positive number).
 pub fn load_texts(path: &Path) -> Result<(Vec<String>, Option<Vec<f64>>)> {
-    let bytes = read(path)?;
-    let text = std::str::from_utf8(&bytes).map_err(|e| Error::format(path, format!("not UTF-8: {e}")))?;
+    parse_texts(path, &read_file(path)?)
+}
+
+/// Parses pool texts held in memory ([`load_texts`]; `source` names them in errors).
+pub fn parse_texts(source: &Path, bytes: &[u8]) -> Result<(Vec<String>, Option<Vec<f64>>)> {
+    let text = utf8(source, bytes)?;
     let (mut texts, mut tokens) = (Vec::new(), Column::new("tokens"));
     for (ln, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let at = |m: String| Error::format(path, format!("line {}: {m}", ln + 1));
+        let at = |m: String| Error::format(source, format!("line {}: {m}", ln + 1));
         let v: serde_json::Value =
             serde_json::from_str(line).map_err(|e| at(format!("invalid JSON: {e}")))?;
-        let t = v
-            .get("text")
-            .and_then(|t| t.as_str())
-            .ok_or_else(|| at("missing \"text\" (a string)".into()))?;
-        texts.push(t.to_string());
+        match v.get("text") {
+            Some(serde_json::Value::String(t)) => texts.push(t.clone()),
+            Some(other) => return Err(at(format!("\"text\" is {}, not a string", json_type(other)))),
+            None => return Err(at("missing \"text\" (a string)".into())),
+        }
         match v.get("tokens") {
-            Some(k) => tokens.push(
-                ln + 1,
-                k.as_f64()
-                    .ok_or_else(|| at(format!("\"tokens\" is not a number: {k}")))?,
-            ),
+            Some(k) => tokens.push(ln + 1, token_count(k).map_err(&at)?),
             None => tokens.missing(ln + 1),
         }
     }
     if texts.is_empty() {
-        return Err(Error::format(path, "no rows (every line is blank)"));
+        return Err(Error::format(source, "no rows (every line is blank)"));
     }
-    Ok((texts, tokens.finish(path)?))
+    Ok((texts, tokens.finish(source)?))
 }
 
-/// Loads a query vector: a `.npy` of shape `(d,)` or `(1, d)`, or a JSON array of numbers.
+/// Loads a query vector: a float `.npy` of shape `(d,)` or `(1, d)`, or a JSON array of
+/// numbers; finite, non-zero, every value within f32.
 pub fn load_query(path: &Path) -> Result<Vec<f32>> {
-    let v = match ext(path).as_str() {
-        "npy" => {
-            let (shape, v) = read_npy_f32(path)?;
-            if !(shape.len() == 1 || (shape.len() == 2 && shape[0] == 1)) {
-                return Err(Error::format(
-                    path,
-                    format!("query must have shape (d,) or (1, d), got {shape:?}"),
-                ));
-            }
-            v
+    let v = if EmbeddingsFormat::of(path).ok() == Some(EmbeddingsFormat::Npy) {
+        let (shape, v) = read_npy_f32(path)?;
+        if !(shape.len() == 1 || (shape.len() == 2 && shape[0] == 1)) {
+            return Err(Error::format(
+                path,
+                format!("query must have shape (d,) or (1, d), got {shape:?}"),
+            ));
         }
-        _ => json_numbers(path)?.into_iter().map(|x| x as f32).collect(),
+        v
+    } else {
+        let x = parse_numbers(path, &read_file(path)?)?;
+        x.iter()
+            .enumerate()
+            .map(|(i, &f)| narrow(path, &[x.len()], i, f))
+            .collect::<Result<Vec<f32>>>()?
     };
     if v.is_empty() {
         return Err(Error::format(path, "query vector is empty"));
@@ -487,40 +780,55 @@ pub fn load_query(path: &Path) -> Result<Vec<f32>> {
     Ok(v)
 }
 
-/// Loads token costs: a 1-D `.npy` or a JSON array of numbers.
+/// Loads token costs: a 1-D `.npy` (floats or integers) or a JSON array of numbers, each
+/// finite and positive.
 pub fn load_costs(path: &Path) -> Result<Vec<f64>> {
-    load_vector(path, "costs")
-}
-
-/// Loads a 1-D vector of numbers (`what` names it in errors): a 1-D `.npy` or a JSON array.
-pub fn load_vector(path: &Path, what: &str) -> Result<Vec<f64>> {
-    match ext(path).as_str() {
-        "npy" => {
-            let (shape, v) = read_npy_f64(path)?;
-            if shape.len() != 1 {
-                return Err(Error::format(
-                    path,
-                    format!("{what} must be 1-D, got shape {shape:?}"),
-                ));
-            }
-            Ok(v)
-        }
-        _ => json_numbers(path),
+    let v = load_vector(path, "costs")?;
+    if let Some(i) = v.iter().position(|&c| !(c.is_finite() && c > 0.0)) {
+        return Err(Error::format(
+            path,
+            format!(
+                "element {i}: a token cost must be a positive number, got {}",
+                v[i]
+            ),
+        ));
     }
+    Ok(v)
 }
 
-fn json_numbers(path: &Path) -> Result<Vec<f64>> {
-    let bytes = read(path)?;
+/// Loads a 1-D vector of numbers (`what` names it in errors): a 1-D `.npy` (floats or
+/// integers) or a JSON array.
+pub fn load_vector(path: &Path, what: &str) -> Result<Vec<f64>> {
+    if EmbeddingsFormat::of(path).ok() == Some(EmbeddingsFormat::Npy) {
+        let (shape, v) = read_npy_f64(path)?;
+        if shape.len() != 1 {
+            return Err(Error::format(
+                path,
+                format!("{what} must be 1-D, got shape {shape:?}"),
+            ));
+        }
+        return Ok(v);
+    }
+    parse_numbers(path, &read_file(path)?)
+}
+
+/// Parses a JSON array of numbers (`source` names it in errors).
+pub fn parse_numbers(source: &Path, bytes: &[u8]) -> Result<Vec<f64>> {
+    let text = utf8(source, bytes)?;
     let v: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| Error::format(path, format!("invalid JSON: {e}")))?;
-    let a = v
-        .as_array()
-        .ok_or_else(|| Error::format(path, "expected a JSON array of numbers"))?;
+        serde_json::from_str(text).map_err(|e| Error::format(source, format!("invalid JSON: {e}")))?;
+    let a = v.as_array().ok_or_else(|| {
+        Error::format(
+            source,
+            format!("expected a JSON array of numbers, got {}", json_type(&v)),
+        )
+    })?;
     a.iter()
         .enumerate()
         .map(|(i, x)| {
-            x.as_f64()
-                .ok_or_else(|| Error::format(path, format!("element {i} is not a number: {x}")))
+            x.as_f64().ok_or_else(|| {
+                Error::format(source, format!("element {i} is {}, not a number", json_type(x)))
+            })
         })
         .collect()
 }

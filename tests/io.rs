@@ -154,7 +154,7 @@ fn jsonl_rows_tokens_texts_and_errors() {
         (
             "str.jsonl",
             b"{\"embedding\": [1, \"x\"]}\n",
-            "embedding[1] is not a number",
+            "embedding[1] is a string, not a number",
         ),
         ("noemb.jsonl", b"{\"text\": \"hi\"}\n", "missing \"embedding\""),
         ("blank.jsonl", b"\n\n", "no rows"),
@@ -243,4 +243,150 @@ fn loader_edge_cases_are_errors_not_silent_changes() {
             .row(0),
         &[1.0, 2.0]
     );
+}
+
+/// Files that are not regular files are refused by what they are, before a byte is read
+/// (a link to /dev/urandom used to read forever).
+#[test]
+fn special_files_are_refused_without_reading() {
+    let d = tmp();
+    let link = d.path().join("x.jsonl");
+    std::os::unix::fs::symlink("/dev/urandom", &link).unwrap();
+    let e = load_embeddings(link.to_str().unwrap()).unwrap_err().to_string();
+    assert!(
+        e.contains("x.jsonl: is a character device, not a regular file"),
+        "{e}"
+    );
+    let npy = d.path().join("u.npy");
+    std::os::unix::fs::symlink("/dev/zero", &npy).unwrap();
+    let e = load_embeddings(npy.to_str().unwrap()).unwrap_err().to_string();
+    assert!(e.contains("is a character device"), "{e}");
+    let dir = d.path().join("dir.npy");
+    std::fs::create_dir(&dir).unwrap();
+    let e = load_embeddings(dir.to_str().unwrap()).unwrap_err().to_string();
+    assert!(e.contains("dir.npy: is a directory, not a regular file"), "{e}");
+    let fifo = d.path().join("p.json");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let e = load_costs(&fifo).unwrap_err().to_string();
+        assert!(e.contains("is a named pipe"), "{e}");
+    }
+    let e = load_embeddings(d.path().join("noext").to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has no extension"), "{e}");
+}
+
+/// Numbers that do not fit are named where they are; integer embeddings are refused;
+/// empty pools and zero rows name their file and line.
+#[test]
+fn numbers_that_do_not_fit_and_empty_pools_name_where() {
+    let d = tmp();
+    let f8: Vec<u8> = [1.0f64, 1e39, 0.5, 0.5]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let p = write(d.path(), "big.npy", &npy_bytes("<f8", false, &[2, 2], &f8));
+    let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+    assert!(
+        e.contains("big.npy: row 0, column 1: 1e39 does not fit in f32"),
+        "{e}"
+    );
+    let tiny: Vec<u8> = [1.0f64, 0.0, 1e-50, 1.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let p = write(d.path(), "tiny.npy", &npy_bytes("<f8", false, &[2, 2], &tiny));
+    let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+    assert!(e.contains("row 1, column 0: 1e-50 underflows f32 to 0"), "{e}");
+    let ints: Vec<u8> = [1i32, 2, 3, 4].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let p = write(d.path(), "int.npy", &npy_bytes("<i4", false, &[2, 2], &ints));
+    let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+    assert!(e.contains("int.npy: dtype '<i4' is an integer type"), "{e}");
+    let p = write(d.path(), "none.npy", &npy_bytes("<f4", false, &[0, 4], &[]));
+    let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+    assert!(e.contains("none.npy: no rows (shape [0, 4])"), "{e}");
+    let p = write(d.path(), "q.json", b"[1.0, 1e39]");
+    let e = load_query(&p).unwrap_err().to_string();
+    assert!(e.contains("q.json: element 1: 1e39 does not fit in f32"), "{e}");
+    let p = write(d.path(), "c.json", b"[3, 0, 2]");
+    let e = load_costs(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("c.json: element 1: a token cost must be a positive number, got 0"),
+        "{e}"
+    );
+    let p = write(
+        d.path(),
+        "z.jsonl",
+        b"{\"embedding\": [1, 0]}\n\n{\"embedding\": [0, 0]}\n",
+    );
+    let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+    assert!(e.contains("z.jsonl: line 3: embedding is all zeros"), "{e}");
+    let p = write(d.path(), "t.jsonl", b"{\"embedding\": [1, 0], \"tokens\": 0}\n");
+    let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+    assert!(
+        e.contains("t.jsonl: line 1: \"tokens\" must be a positive number, got 0"),
+        "{e}"
+    );
+    let p = write(d.path(), "k.jsonl", b"{\"embedding\": {\"a\": 1}}\n");
+    let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+    assert!(e.contains("\"embedding\" is an object, not an array"), "{e}");
+}
+
+/// A UTF-8 byte order mark is skipped; every loader error is one line, even for headers
+/// whose parser reports several.
+#[test]
+fn bom_is_skipped_and_errors_are_one_line() {
+    let d = tmp();
+    let p = write(
+        d.path(),
+        "bom.jsonl",
+        b"\xef\xbb\xbf{\"embedding\": [1, 0], \"text\": \"a\"}\n",
+    );
+    assert_eq!(load_embeddings(p.to_str().unwrap()).unwrap().embeddings.rows(), 1);
+    let p = write(d.path(), "bom.json", b"\xef\xbb\xbf[2, 3]");
+    assert_eq!(load_costs(&p).unwrap(), vec![2.0, 3.0]);
+    // Headers that do not parse, newlines in shapes and descrs.
+    let mut bad = Vec::new();
+    for header in [
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1,\n 2), }",
+        "{'descr': '<f4\n', 'fortran_order': False, 'shape': (1, 2), }",
+        "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1, 2), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1, x\ny), }",
+        "not a dict at all\n\n",
+    ] {
+        let mut h = header.to_string();
+        h.push('\n');
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        b.extend_from_slice(h.as_bytes());
+        b.extend_from_slice(&[0u8; 8]);
+        bad.push(b);
+    }
+    for (i, b) in bad.iter().enumerate() {
+        let p = write(d.path(), &format!("h{i}.npy"), b);
+        let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(e.contains(&format!("h{i}.npy")), "{e}");
+    }
+}
+
+/// The in-memory parsers run the file loaders' checks and give the same results.
+#[test]
+fn parsers_over_bytes_agree_with_the_loaders() {
+    use ctxprune::io::{parse_embeddings, parse_npy_f32, EmbeddingsFormat};
+    let d = tmp();
+    let p = d.path().join("e.npy");
+    write_npy_f32(&p, 2, 3, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let bytes = std::fs::read(&p).unwrap();
+    let a = load_embeddings(p.to_str().unwrap()).unwrap();
+    let b = parse_embeddings(&p, EmbeddingsFormat::Npy, &bytes, None).unwrap();
+    assert_eq!(a.embeddings.as_slice(), b.embeddings.as_slice());
+    assert_eq!(parse_npy_f32(&p, &bytes).unwrap().0, vec![2, 3]);
+    // A truncated copy, at every length, is an error and never a panic.
+    for cut in 0..bytes.len() {
+        assert!(parse_embeddings(&p, EmbeddingsFormat::Npy, &bytes[..cut], None).is_err());
+    }
+    let e = parse_embeddings(&p, EmbeddingsFormat::Npy, &bytes, Some("t")).unwrap_err();
+    assert!(e.to_string().contains("applies to .safetensors"), "{e}");
 }
