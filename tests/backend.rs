@@ -68,7 +68,7 @@ fn selection_body_runs_on_every_available_backend() {
             let rule = if m == Method::Dpp {
                 crate::slow::StopRule::Floor(ctxprune::select::presets::RESIDUAL_EPS)
             } else {
-                crate::slow::StopRule::Positive
+                crate::slow::StopRule::None
             };
             let (want, gains) = crate::slow::greedy(41, &*value, &[], Some(7), None, None, None, rule);
             assert_eq!(got.selected, want, "{} on {}", m.name(), engine.name());
@@ -157,7 +157,7 @@ fn greedy_selectors_agree_with_their_definitions_on_every_backend() {
             Method::Coverage,
         ] {
             let (value, rule): (Value<'_>, StopRule) = match m {
-                Method::Mmr => (Box::new(|x, c| p.mmr(0.5, x, c)), StopRule::Positive),
+                Method::Mmr => (Box::new(|x, c| p.mmr(0.5, x, c)), StopRule::None),
                 Method::Grn => (Box::new(|x, c| p.grn(x, c)), StopRule::Floor(eps)),
                 Method::Dpp => (Box::new(|x, c| p.dpp(x, c)), StopRule::Floor(eps)),
                 Method::Centroid => (
@@ -199,6 +199,59 @@ fn greedy_selectors_agree_with_their_definitions_on_every_backend() {
                 assert_eq!(got.selected, want, "{what}");
                 crate::assert_close(&what, &got.gains, &gains, gain_tol(m));
                 assert_eq!(got.backend, engine.kind(), "{what}");
+            }
+        }
+    }
+}
+
+/// DPP and coverage without a query weigh every item 1 (SPEC §1: diversity alone): picks
+/// and gains equal the explicit determinants and F(C) on every available backend.
+#[test]
+fn dpp_and_coverage_without_a_query_are_diversity_alone_on_every_backend() {
+    use crate::slow::StopRule;
+    use ctxprune::select::{presets, Method, Stop};
+    let (e, _, _) = crate::problem(41, 9, 77);
+    let p = crate::slow::Problem {
+        e: &e,
+        q: None,
+        costs: None,
+    };
+    for engine in available() {
+        let pool = Pool::from_embeddings(&engine, &e).unwrap();
+        for (m, k) in [
+            (Method::Dpp, Some(7)),
+            (Method::Dpp, None),
+            (Method::Coverage, Some(5)),
+        ] {
+            let mut cfg = SelectConfig::new(m);
+            if let Some(k) = k {
+                cfg = cfg.k(k);
+            }
+            let got = Selector::new(&engine, cfg)
+                .unwrap()
+                .select(&pool, &Request::default())
+                .unwrap();
+            let (want, gains) = if m == Method::Dpp {
+                let rule = StopRule::Floor(presets::RESIDUAL_EPS);
+                crate::slow::greedy(41, &|x, c| p.dpp(x, c), &[], k, None, None, None, rule)
+            } else {
+                crate::slow::greedy(
+                    41,
+                    &|x, c| p.coverage(x, c),
+                    &[],
+                    k,
+                    None,
+                    None,
+                    None,
+                    StopRule::None,
+                )
+            };
+            let what = format!("{} k={k:?} without a query on {}", m.name(), engine.name());
+            assert_eq!(got.selected, want, "{what}");
+            crate::assert_close(&what, &got.gains, &gains, gain_tol(m));
+            if k.is_none() {
+                // Nine directions span R^9: DPP stops when nothing new is left.
+                assert_eq!((got.selected.len(), got.stop), (9, Some(Stop::NoGain)), "{what}");
             }
         }
     }

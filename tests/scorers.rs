@@ -57,7 +57,7 @@ fn floor(m: Method) -> StopRule {
         Method::Grn | Method::Dpp => StopRule::Floor(presets::RESIDUAL_EPS),
         Method::Centroid => StopRule::Floor(presets::CENTROID_NOISE_FLOOR),
         Method::Coverage => StopRule::None,
-        _ => StopRule::Positive,
+        _ => StopRule::None,
     }
 }
 
@@ -155,7 +155,7 @@ fn non_default_parameters_match_slow_definition() {
                 Some(120.0),
                 Some(&costs),
                 None,
-                StopRule::Positive,
+                StopRule::None,
             );
             let got = select(&cfg.k(n / 2 + 1).token_budget(120.0), &inp).unwrap();
             assert_eq!(got.selected, want, "{} n={n}", m.name());
@@ -306,7 +306,7 @@ fn lexical_mmr_matches_recomputation_from_scratch() {
         None,
         None,
         None,
-        StopRule::Positive,
+        StopRule::None,
     );
     let cfg = SelectConfig::new(Method::Lexical).k(12);
     let inp = Inputs {

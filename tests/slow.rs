@@ -200,12 +200,11 @@ impl Problem<'_> {
 /// How a greedy run stops besides budgets (SPEC §1).
 #[derive(Clone, Copy)]
 pub enum StopRule {
-    /// Only budgets and the threshold (coverage).
+    /// Only budgets and the threshold: coverage, and the ranking scores MMR, lexical and
+    /// hybrid, which run to `k` (SPEC §1, revised).
     None,
     /// Also when the best value is below this (DPP/GRN eps, centroid noise floor).
     Floor(f64),
-    /// Without a threshold, when the best value is not positive (MMR, lexical, hybrid).
-    Positive,
 }
 
 /// Plain greedy from the definition: best value among candidates that fit (ties to the
@@ -243,7 +242,6 @@ pub fn greedy(
         let stop = match rule {
             StopRule::None => false,
             StopRule::Floor(f) => v < f,
-            StopRule::Positive => tau.is_none() && v <= 0.0,
         };
         if tau.is_some_and(|t| v < t) || stop {
             break;

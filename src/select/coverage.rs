@@ -36,7 +36,6 @@ impl<'a> Coverage<'a> {
         let e: &crate::embeddings::Embeddings = d.e;
         let n = e.rows();
         let w = d.weights();
-        let w = if w.is_empty() { vec![1.0; n] } else { w };
         let sim = if n <= dense_max {
             // Rows are unit (Dense normalised them); the computed diagonal keeps
             // duplicates' rows of `s` bit-identical (each covers itself by w(i)<e~i,e~i>,

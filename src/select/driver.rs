@@ -83,11 +83,11 @@ pub(crate) struct Limits<'a> {
 /// A method's own stopping facts (SPEC §1), the same on every backend.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Facts {
-    /// Greedy stops when the best gain is below this ("no gain left").
+    /// Greedy stops when the best gain is below this ("no gain left"): GRN, DPP and
+    /// centroid drift. MMR, lexical MMR and the hybrid rank rather than gain and have
+    /// none (SPEC §1, revised: they run to `k`); coverage keeps adding zero-gain items
+    /// while they fit.
     pub floor: Option<f64>,
-    /// Without a threshold, greedy stops when the best value is not positive (SPEC §1:
-    /// "no candidate has positive gain"); a threshold, when given, replaces this rule.
-    pub stops_at_non_positive: bool,
 }
 
 /// Scores every candidate not in `retained` against it: `(index, V(x | C))` in index
@@ -106,13 +106,11 @@ pub(crate) fn gate<S: Scorer>(s: &mut S, n: usize, retained: &[usize]) -> Vec<(u
     (0..n).filter(|&x| alive[x]).map(|x| (x, gains[x])).collect()
 }
 
-/// Why greedy stops at a best gain of `g`, if it does (SPEC §1): below the threshold; not
-/// positive when the method stops there and no threshold is given; below its floor.
+/// Why greedy stops at a best gain of `g`, if it does (SPEC §1): below the threshold, or
+/// below the method's floor.
 fn stop_rule(g: f64, lim: &Limits<'_>, facts: &Facts) -> Option<Stop> {
-    match lim.threshold {
-        Some(t) if g < t => return Some(Stop::Threshold),
-        None if facts.stops_at_non_positive && g <= 0.0 => return Some(Stop::NoGain),
-        _ => {}
+    if lim.threshold.is_some_and(|t| g < t) {
+        return Some(Stop::Threshold);
     }
     facts.floor.is_some_and(|f| g < f).then_some(Stop::NoGain)
 }
@@ -401,14 +399,8 @@ mod tests {
             resident: &host,
         };
         let dense = Dense::new(&rows, Some(&q)).unwrap();
-        let floor = |f: f64| Facts {
-            floor: Some(f),
-            stops_at_non_positive: false,
-        };
-        let scores = Facts {
-            floor: None,
-            stops_at_non_positive: true,
-        };
+        let floor = |f: f64| Facts { floor: Some(f) };
+        let scores = Facts { floor: None };
         for (k, budget, thr, retained) in [
             (Some(9), None, None, vec![]),
             (None, Some(60.0), None, vec![]),

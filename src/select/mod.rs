@@ -15,10 +15,10 @@
 //! in `Selector::facts`, and hold on every backend): DPP and GRN stop when the best squared
 //! residual is below [`presets::RESIDUAL_EPS`]; centroid drift stops when no candidate
 //! drifts by more than [`presets::CENTROID_NOISE_FLOOR`]; MMR, lexical MMR and the hybrid
-//! stop at the first non-positive best score when no threshold is given (a threshold
-//! replaces that rule; SPEC §1's revision, running them to `k`, is the hostile-input
-//! issue's to land); coverage keeps adding zero-gain items while they fit unless an item
-//! cap stops it. Every method also stops on the item budget `k` and the token budget;
+//! rank candidates rather than gain (their scores go negative in ordinary use), so they
+//! run to `k` or the token budget unless a threshold is given, as LangChain's
+//! `maximal_marginal_relevance`, Pyversity and Haystack do (SPEC §1, revised); coverage
+//! keeps adding zero-gain items while they fit unless an item cap stops it. Every method also stops on the item budget `k` and the token budget;
 //! under a token budget it takes the best candidate that still fits.
 //!
 //! A service builds a [`Selector`] once (the config is checked there) and calls
@@ -143,10 +143,21 @@ impl Method {
         }
     }
 
-    /// True for the scorers that read the query embedding (MMR, DPP, hybrid).
+    /// True for the scorers that cannot run without the query embedding (MMR, hybrid).
     #[must_use]
     pub fn needs_query(self) -> bool {
-        matches!(self, Method::Mmr | Method::Dpp | Method::Hybrid)
+        matches!(self, Method::Mmr | Method::Hybrid)
+    }
+
+    /// True for the scorers that read the query embedding when one is given: MMR and the
+    /// hybrid (relevance), DPP and coverage (the quality weight `w(x) = max(cos(x, q), 0)`;
+    /// without a query `w = 1`). GRN, centroid drift and lexical MMR never read it.
+    #[must_use]
+    pub fn reads_query(self) -> bool {
+        matches!(
+            self,
+            Method::Mmr | Method::Hybrid | Method::Dpp | Method::Coverage
+        )
     }
 }
 
@@ -600,37 +611,25 @@ impl Selector {
         }
     }
 
-    /// The method's facts (SPEC §1), written once for every backend: its stopping floor,
-    /// whether it stops at a non-positive best score, and the device kernel that runs its
-    /// greedy steps (none for gating, hybrid, lexical and sparse coverage).
+    /// The method's facts (SPEC §1), written once for every backend: its stopping floor
+    /// and the device kernel that runs its greedy steps (none for gating, hybrid, lexical and sparse coverage).
     fn facts(&self, n: usize) -> (Facts, Option<PickerKind>) {
         let eps = self.cfg.residual_eps;
-        let (floor, nonpos, kind) = match self.cfg.method {
-            Method::Mmr => (None, true, Some(PickerKind::Mmr { lambda: self.lambda })),
-            Method::Lexical | Method::Hybrid => (None, true, None),
-            Method::Grn => (Some(eps), false, Some(PickerKind::Grn { eps })),
-            Method::Dpp => (Some(eps), false, Some(PickerKind::Dpp { eps })),
+        let (floor, kind) = match self.cfg.method {
+            Method::Mmr => (None, Some(PickerKind::Mmr { lambda: self.lambda })),
+            Method::Lexical | Method::Hybrid => (None, None),
+            Method::Grn => (Some(eps), Some(PickerKind::Grn { eps })),
+            Method::Dpp => (Some(eps), Some(PickerKind::Dpp { eps })),
             // "No positive gain" at f64 resolution: 1 - cos of two unit vectors carries
             // ~1e-16 of rounding, so smaller drifts are not evidence of any.
-            Method::Centroid => (
-                Some(presets::CENTROID_NOISE_FLOOR),
-                false,
-                Some(PickerKind::Centroid),
-            ),
+            Method::Centroid => (Some(presets::CENTROID_NOISE_FLOOR), Some(PickerKind::Centroid)),
             Method::Coverage => (
                 None,
-                false,
                 (n <= self.cfg.coverage_dense_max).then_some(PickerKind::Coverage),
             ),
         };
         let kind = if self.cfg.mode == Mode::Greedy { kind } else { None };
-        (
-            Facts {
-                floor,
-                stops_at_non_positive: nonpos,
-            },
-            kind,
-        )
+        (Facts { floor }, kind)
     }
 
     fn run(&self, rows: Option<&Rows<'_>>, n: usize, req: &Request<'_>) -> Result<Selection> {
@@ -648,7 +647,7 @@ impl Selector {
                 ));
             }
         }
-        let query = if m == Method::Lexical { None } else { req.query };
+        let query = if m.reads_query() { req.query } else { None };
         if m.needs_query() && query.is_none() {
             return Err(Error::invalid(
                 "query",
@@ -695,6 +694,13 @@ impl Selector {
                     format!("must be finite and > 0, got {}", c[i]),
                 ));
             }
+            // Each cost finite is not enough: the selected tokens are their sum.
+            if !c.iter().sum::<f64>().is_finite() {
+                return Err(Error::invalid(
+                    "costs",
+                    "their total overflows f64 (costs near 1.8e308); give token counts",
+                ));
+            }
         }
         if self.cfg.token_budget.is_some() && req.costs.is_none() {
             return Err(Error::invalid(
@@ -703,6 +709,17 @@ impl Selector {
             ));
         }
         let mut notes = Vec::new();
+        // Inputs the method does not read are named, never dropped without a word (the
+        // CLI refuses such flags outright).
+        for (given, what, used) in [
+            (req.query.is_some(), "query embedding", m.reads_query()),
+            (req.texts.is_some(), "texts", m == Method::Lexical),
+            (req.query_text.is_some(), "query text", m == Method::Lexical),
+        ] {
+            if given && !used {
+                notes.push(format!("{} does not read the {what}; it was not used", m.name()));
+            }
+        }
         let candidates = n - req.retained.len();
         if let Some(k) = self.k {
             if mode == Mode::Greedy && k > candidates {

@@ -46,11 +46,13 @@ impl<'a> Dense<'a> {
         cpu::dot(self.e.row(x), self.e.row(y)) * self.inv[x] * self.inv[y]
     }
 
-    /// `w(x) = max(cos(x, q), 0)` for every row (SPEC notation).
+    /// `w(x) = max(cos(x, q), 0)` for every row with a query, `w(x) = 1` without one
+    /// (SPEC §1: diversity alone).
     pub fn weights(&self) -> Vec<f64> {
-        self.rel
-            .as_ref()
-            .map_or_else(Vec::new, |r| r.iter().map(|&c| c.max(0.0)).collect())
+        self.rel.as_ref().map_or_else(
+            || vec![1.0; self.e.rows()],
+            |r| r.iter().map(|&c| c.max(0.0)).collect(),
+        )
     }
 }
 

@@ -18,7 +18,8 @@ pub fn unpack(key: u64) -> Option<(usize, f64)> {
 }
 
 /// Greedy MMR over many pools of one size and dimension, every pool's step in one launch
-/// (no threshold, `k` picks at most, stopping when the best gain is not positive). The
+/// (no threshold, `k` picks per pool, or all of a pool's items when it has fewer; SPEC §1:
+/// MMR scores rank, so greedy runs to `k`). The
 /// pools are uploaded once; [`run`](Self::run) can repeat. Gains are compared rounded to
 /// f32 (the 64-bit atomic argmax packs value and index), so near-ties within 1e-7 may
 /// resolve differently from `select`.
@@ -130,7 +131,7 @@ impl MmrBatched {
                     continue;
                 }
                 match unpack(key) {
-                    Some((i, g)) if g > 0.0 => {
+                    Some((i, g)) => {
                         out[b].push((i, g));
                         p_host[b] = to_i64(i);
                         open = true;

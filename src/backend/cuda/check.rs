@@ -332,11 +332,11 @@ fn greedy_steps(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Result<()
     let mut got = Vec::new();
     while got.len() < 25 {
         match p.best(None)? {
-            Some((x, g)) if g > 0.0 => {
+            Some((x, g)) => {
                 p.add(x, false)?;
                 got.push((x, g));
             }
-            _ => break,
+            None => break,
         }
     }
     let want = mmr_direct(&e, &inv, &rel, 0.6, 25);

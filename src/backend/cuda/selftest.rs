@@ -13,8 +13,8 @@ use crate::error::Result;
 use crate::similarity::Kernel;
 
 /// Greedy MMR by its definition: every score recomputed at every step from exact cosines
-/// (`inv`: the rows' inverse norms), ties to the lower index, stopping at a non-positive
-/// best score; picks with their gains. The reference of the self-test and the check.
+/// (`inv`: the rows' inverse norms), ties to the lower index, run to `k` (SPEC §1); picks
+/// with their gains. The reference of the self-test and the check.
 pub(crate) fn mmr_direct(
     u: &Embeddings,
     inv: &[f64],
@@ -38,8 +38,8 @@ pub(crate) fn mmr_direct(
             }
         }
         match best {
-            Some(b) if b.1 > 0.0 => picks.push(b),
-            _ => break,
+            Some(b) => picks.push(b),
+            None => break,
         }
     }
     picks
@@ -98,11 +98,11 @@ pub fn self_test(dev: &Device) -> Result<()> {
     let mut got = Vec::new();
     while got.len() < 8 {
         match p.best(None)? {
-            Some((x, v)) if v > 0.0 => {
+            Some((x, _)) => {
                 p.add(x, false)?;
                 got.push(x);
             }
-            _ => break,
+            None => break,
         }
     }
     let want: Vec<usize> = mmr_direct(&u, &inv, &rel, 0.5, 8)
