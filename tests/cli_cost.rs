@@ -1,4 +1,4 @@
-//! Hostile input to `ctxprune cost`: every bad input exits non-zero
+//! Hostile input to `ctxprune cost` and `ctxprune eval`: every bad input exits non-zero
 //! with one line on stderr naming the flag, file or field, and nothing on stdout; never a
 //! panic, a hang, a clamp or a wrong answer.
 
@@ -155,6 +155,14 @@ fn negative_values_reach_the_value_parser_and_name_the_flag() {
         &["'-1'", "--window"],
     );
     bad(&["cost", "plan", "--depth", "-5"], &["'-5'", "--depth"]);
+    bad(&["eval", "--budgets", "-1"], &["--budgets", "element 0 ('-1')"]);
+    bad(
+        &["eval", "--budgets", "25,-1"],
+        &["--budgets", "element 1 ('-1')"],
+    );
+    bad(&["eval", "--capacities", "-10"], &["--capacities", "'-10'"]);
+    bad(&["eval", "--problems", "-2"], &["'-2'", "--problems"]);
+    bad(&["eval", "--seed", "-1"], &["'-1'", "--seed"]);
     bad(
         &[
             "cost",
@@ -427,6 +435,104 @@ fn config_errors_name_the_file_and_field() {
 }
 
 #[test]
+fn eval_refuses_instead_of_clamping_or_wrapping() {
+    // Before: hung (the budget was capped at the pool, 10,000: O(B² N) GP work).
+    bad(
+        &[
+            "eval",
+            "--problems",
+            "1",
+            "--budgets",
+            "1000000000",
+            "--capacities",
+            "10",
+        ],
+        &["--budgets", "element 0 (1000000000)", "0..=10000"],
+    );
+    bad(
+        &["eval", "--budgets", "25,10001", "--capacities", "10"],
+        &["--budgets", "element 1 (10001)"],
+    );
+    bad(
+        &["eval", "--budgets", "25,25", "--capacities", "10"],
+        &["--budgets", "element 1 (25) repeats element 0"],
+    );
+    bad(
+        &["eval", "--capacities", "0"],
+        &["--capacities", "element 0 (0)", "1..=10000"],
+    );
+    bad(
+        &["eval", "--capacities", "10,10001"],
+        &["--capacities", "element 1 (10001)"],
+    );
+    bad(&["eval", "--capacities", ""], &["--capacities", "element 0"]);
+    bad(&["eval", "--problems", "0"], &["--problems", "at least 1"]);
+    // Before: wrapped to seed 0 (and an overflow panic printing the header in debug).
+    bad(
+        &["eval", "--seed", "18446744073709551615", "--problems", "2"],
+        &["--seed", "exceeds the largest seed"],
+    );
+    bad(&["eval", "--seed", "18446744073709551616"], &["--seed"]);
+    // A bad --plot path fails before any work and any output.
+    bad(
+        &["eval", "--problems", "1", "--plot", "/nonexistent/dir/q.png"],
+        &["/nonexistent/dir/q.png"],
+    );
+    let d = tempfile::tempdir().unwrap();
+    bad(
+        &[
+            "eval",
+            "--problems",
+            "1",
+            "--plot",
+            &d.path().display().to_string(),
+        ],
+        &[&d.path().display().to_string()],
+    );
+}
+
+#[test]
+fn eval_writes_the_plot_before_the_table_and_reports_write_errors() {
+    let args = ["eval", "--problems", "1", "--budgets", "0,5", "--capacities", "4"];
+    let (code, table, _) = run(&args);
+    assert_eq!(code, 0);
+    assert!(
+        table.starts_with("1 problems, N = 10,000, seeds 1..1\n"),
+        "{table}"
+    );
+    assert_eq!(table.lines().count(), 2 + 2 * 10);
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("q.png").display().to_string();
+    let mut with = args.to_vec();
+    with.extend(["--plot", &p]);
+    let (code, out, err) = run(&with);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, table, "same input, same output");
+    assert!(
+        err.lines().last().unwrap().ends_with(&format!("wrote {p}")),
+        "{err}"
+    );
+    let png = std::fs::read(&p).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(&png[png.len() - 8..png.len() - 4], b"IEND");
+    // Before: "wrote /dev/full" and exit 0. Progress lines (one per 5 s of work) may
+    // precede the error; stdout stays empty.
+    if Path::new("/dev/full").exists() {
+        let mut full = args.to_vec();
+        full.extend(["--plot", "/dev/full"]);
+        let (code, out, err) = run(&full);
+        assert_ne!(code, 0);
+        assert!(out.is_empty(), "{out}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(lines.last().unwrap().starts_with("error: /dev/full: "), "{err}");
+        assert!(
+            lines[..lines.len() - 1].iter().all(|l| l.starts_with("problem ")),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn a_failed_stdout_write_is_an_error_not_a_panic() {
     let Ok(full) = std::fs::File::options().write(true).open("/dev/full") else {
         return;
@@ -443,6 +549,7 @@ fn a_failed_stdout_write_is_an_error_not_a_panic() {
             "--output",
             "1",
         ][..],
+        &["eval", "--problems", "1", "--budgets", "0", "--capacities", "4"][..],
     ] {
         let o = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
             .args(args)

@@ -457,3 +457,80 @@ fn etc_is_finite_or_an_error_naming_the_inputs() {
     assert!(err(heterogeneous_etc(1.0, 1.0, f64::NAN)).contains("invalid gamma"));
     assert_eq!(effective_token_cost(0.0, 0.0, 0.0, 0.0, 0.0).unwrap(), 0.0);
 }
+
+#[test]
+fn eval_refuses_what_it_used_to_clamp_or_wrap() {
+    use ctxprune::rerank::eval;
+    let e = err(eval::check(1, 1, 300, &[1_000_000_000], &[10]));
+    assert_eq!(
+        e,
+        "invalid budgets: element 0 (1000000000) is outside 0..=300 (the pool has 300 documents)"
+    );
+    let e = err(eval::run(1, 1, 300, &[5, 301], &[3], &mut |_, _| {
+        panic!("no work before the check")
+    }));
+    assert!(e.contains("invalid budgets: element 1 (301)"), "{e}");
+    assert!(err(eval::check(1, 1, 300, &[5], &[0]))
+        .contains("invalid capacities: element 0 (0) is outside 1..=300"));
+    assert!(err(eval::check(1, 1, 300, &[5], &[301])).contains("invalid capacities"));
+    assert!(err(eval::check(1, 1, 300, &[5, 6, 5], &[3]))
+        .contains("invalid budgets: element 2 (5) repeats element 0"));
+    assert!(err(eval::check(1, 1, 300, &[], &[3])).contains("invalid budgets: is empty"));
+    assert!(err(eval::check(0, 1, 300, &[5], &[3])).contains("invalid problems: must be at least 1"));
+    assert!(err(eval::check(1, 1, 0, &[0], &[1])).contains("invalid n"));
+    // Seeds: checked, not wrapped to 0.
+    let e = err(eval::seeds(u64::MAX, 2));
+    assert!(
+        e.contains("invalid seed: 18446744073709551615 + 2 problems - 1 exceeds the largest seed"),
+        "{e}"
+    );
+    assert_eq!(eval::seeds(u64::MAX, 1).unwrap(), u64::MAX..=u64::MAX);
+    assert_eq!(eval::seeds(5, 3).unwrap(), 5..=7);
+    assert_eq!(*eval::seeds(1, usize::MAX).unwrap().end(), u64::MAX);
+    assert!(err(eval::seeds(2, usize::MAX)).contains("invalid seed"));
+    // A budget of 0 (no oracle calls) and the whole pool are in range.
+    eval::check(1, 1, 300, &[0, 300], &[300]).unwrap();
+    // Steps: one per method run, the per-problem callback after each problem.
+    let mut steps = vec![];
+    let cells = eval::run_steps(2, 3, 200, &[0, 4], &[3], &mut |s| steps.push(*s)).unwrap();
+    let per = 2 * eval::variants().len();
+    assert_eq!(steps.len(), 2 * per);
+    assert!(steps
+        .iter()
+        .enumerate()
+        .all(|(i, s)| s.run == i % per + 1 && s.runs == per && s.problem == i / per + 1));
+    let mut seen = vec![];
+    assert_eq!(
+        eval::run(2, 3, 200, &[0, 4], &[3], &mut |p, n| seen.push((p, n))).unwrap(),
+        cells
+    );
+    assert_eq!(seen, vec![(1, 2), (2, 2)]);
+}
+
+#[test]
+fn plot_renders_fully_and_reports_write_errors() {
+    use ctxprune::rerank::{eval, plot};
+    assert!(err(plot::render(&[])).contains("cells is empty"));
+    let cells = eval::run(1, 3, 200, &[2, 4], &[3], &mut |_, _| {}).unwrap();
+    let png = plot::render(&cells).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(
+        &png[png.len() - 8..png.len() - 4],
+        b"IEND",
+        "the closing chunk is written"
+    );
+    let mut bad = cells.clone();
+    bad[3].ce_ncg = f64::NAN;
+    assert!(err(plot::render(&bad)).contains("invalid cells[3]"));
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("a.png");
+    plot::plot(&cells, &p).unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), png);
+    // A write error is returned, not lost when a buffer is dropped.
+    if Path::new("/dev/full").exists() {
+        let e = err(plot::plot(&cells, Path::new("/dev/full")));
+        assert!(e.starts_with("/dev/full: "), "{e}");
+    }
+    let e = err(plot::plot(&cells, &d.path().join("no/such/dir.png")));
+    assert!(e.contains("dir.png"), "{e}");
+}
