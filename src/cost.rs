@@ -155,6 +155,36 @@ pub struct Flops {
     pub total: f64,
 }
 
+/// A JSON object's members; a repeated key is an error (serde_json's `Map` would keep the
+/// last value and silently drop the others).
+struct Members(serde_json::Map<String, serde_json::Value>);
+
+impl<'de> serde::Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Members;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<Members, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some((k, v)) = m.next_entry::<String, serde_json::Value>()? {
+                    if out.contains_key(&k) {
+                        return Err(serde::de::Error::custom(format!("duplicate key \"{k}\"")));
+                    }
+                    out.insert(k, v);
+                }
+                Ok(Members(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
 /// At most 60 characters of a JSON value, for an error message.
 fn shown(v: &serde_json::Value) -> String {
     let s = v.to_string();
@@ -198,19 +228,16 @@ impl ModelShape {
     /// `num_experts_per_tok` / `experts_per_token` (default 1), `hidden_act` /
     /// `hidden_activation` (`silu`/`swiglu`/`swish` -> SwiGLU, `gelu*` -> GELU, gated for
     /// `model_type` gemma*; default silu) and `layer_types` with `sliding_window` (default:
-    /// every layer full attention). A key set to `null` counts as absent. Sizes must be
-    /// integers in `1..=`[`MAX_LAYERS`] (layers), [`MAX_WIDTH`] (widths, heads, experts) or
-    /// [`MAX_TOKENS`] (`sliding_window`). A `sliding_window` without `layer_types` (and
-    /// without `"use_sliding_window": false`) is refused: which layers slide differs by
-    /// model family. Every error names the file and the field; no input panics.
+    /// every layer full attention). A key set to `null` counts as absent; a repeated key is
+    /// an error. Sizes must be integers in `1..=`[`MAX_LAYERS`] (layers), [`MAX_WIDTH`]
+    /// (widths, heads, experts) or [`MAX_TOKENS`] (`sliding_window`). A `sliding_window`
+    /// without `layer_types` (and without `"use_sliding_window": false`) is refused: which
+    /// layers slide differs by model family. Every error names the file and the field; no
+    /// input panics.
     pub fn from_json(text: &str, path: &Path) -> Result<Self> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let bad = |msg: String| Error::format(path, msg);
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
-        let obj = v
-            .as_object()
-            .ok_or_else(|| bad(format!("is not a JSON object: {}", shown(&v))))?;
+        let Members(obj) = serde_json::from_str(text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
         let get = |k: &str| obj.get(k).filter(|x| !x.is_null());
         let int = |k: &str, max: usize| -> Result<Option<usize>> {
             let Some(x) = get(k) else { return Ok(None) };

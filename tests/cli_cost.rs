@@ -408,6 +408,15 @@ fn config_errors_name_the_file_and_field() {
         &["cost", "flops", "--config", &c],
         &[&c, "\"sliding_window\" = 4096 but no \"layer_types\""],
     );
+    let c = config(
+        d.path(),
+        "dup.json",
+        body("2").replace('{', "{\"num_hidden_layers\": 200, ").as_bytes(),
+    );
+    bad(
+        &["cost", "flops", "--config", &c],
+        &[&c, "duplicate key \"num_hidden_layers\""],
+    );
     let c = config(d.path(), "bad.json", b"{\"hidden_size\": ");
     bad(&["cost", "flops", "--config", &c], &[&c, "invalid JSON"]);
     let c = config(d.path(), "bin.json", &[0xff, 0xfe, 0x00, 0x7b]);

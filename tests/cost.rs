@@ -285,7 +285,15 @@ fn config_errors_name_the_file_and_the_field() {
     let e = err(parse(&[("hidden_size", "null")]));
     assert_eq!(e, "dir/config.json: missing \"hidden_size\" (a positive integer)");
     // Not an object, not JSON, deeply nested: errors, never a panic or a stack overflow.
-    assert!(err(ModelShape::from_json("[1, 2]", p)).contains("is not a JSON object: [1,2]"));
+    let e = err(ModelShape::from_json("[1, 2]", p));
+    assert!(
+        e.contains("dir/config.json: invalid JSON: invalid type: sequence, expected a JSON object"),
+        "{e}"
+    );
+    // A repeated key is an error, not the last value silently winning.
+    let dup = json(&[]).replacen('{', "{\"num_hidden_layers\": 200, ", 1);
+    let e = err(ModelShape::from_json(&dup, p));
+    assert!(e.contains("duplicate key \"num_hidden_layers\""), "{e}");
     assert!(err(ModelShape::from_json("", p)).contains("invalid JSON"));
     let deep = "[".repeat(100_000);
     assert!(err(ModelShape::from_json(&deep, p)).contains("invalid JSON"));
