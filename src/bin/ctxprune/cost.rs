@@ -51,7 +51,8 @@ pub enum CostCmd {
 /// `--sliding-layers`/`--window` (which override the file) and `--context` may be given.
 #[derive(clap::Args)]
 pub struct FlopsArgs {
-    /// A HuggingFace config.json (otherwise give the shape flags).
+    /// A HuggingFace config.json (otherwise give the shape flags; --layers, --hidden, --ffn,
+    /// --q-heads and --kv-heads cannot be used with it).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Layers (at most 100,000).
