@@ -5,24 +5,103 @@
 use crate::error::{Error, Result};
 use std::path::Path;
 
+/// The largest number of layers a shape may have (`--layers`, `num_hidden_layers`). No
+/// real model comes near (the deepest have a few hundred); a larger value is refused, not
+/// clamped.
+pub const MAX_LAYERS: usize = 100_000;
+/// The largest hidden size, FFN size, head count or active-expert count (real models stay
+/// below 100,000).
+pub const MAX_WIDTH: usize = 1_000_000;
+/// The largest context length or sliding window, in tokens (real models stay below
+/// 10,000,000).
+pub const MAX_TOKENS: usize = 1_000_000_000;
+/// The most windows a listwise plan may have (a depth of 1,000 with stride 10 needs 99).
+pub const MAX_WINDOWS: usize = 100_000;
+
+/// `v` when it is in `1..=max`, else why not; the caller names the flag or field.
+fn in_range(v: u64, max: usize) -> std::result::Result<usize, String> {
+    usize::try_from(v)
+        .ok()
+        .filter(|x| (1..=max).contains(x))
+        .ok_or_else(|| format!("must be in 1..={max}, got {v}"))
+}
+
+/// [`in_range`] for the argument `name`.
+fn size(name: &str, v: usize, max: usize) -> Result<usize> {
+    // usize is at most 64 bits on every supported target, so the widening is exact.
+    in_range(v as u64, max).map_err(|m| Error::invalid(name, m))
+}
+
+/// `v` for a message: plain decimals for ordinary magnitudes, else scientific notation
+/// (Rust prints 1e308 with 309 digits).
+fn num(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-4..1e15).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// Checks that every named value is finite and `>= 0`, then that `value`, computed from
+/// them as `formula` says, is finite (an error named `what` that lists the inputs).
+fn finite(inputs: &[(&str, f64)], what: &str, formula: &str, value: f64) -> Result<f64> {
+    for &(name, v) in inputs {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(Error::invalid(
+                name,
+                format!("must be finite and >= 0, got {}", num(v)),
+            ));
+        }
+    }
+    if !value.is_finite() {
+        let args: Vec<String> = inputs.iter().map(|&(n, v)| format!("{n} = {}", num(v))).collect();
+        return Err(Error::invalid(
+            what,
+            format!("{formula} is not a finite number for {}", args.join(", ")),
+        ));
+    }
+    Ok(value)
+}
+
 /// `ETC = input_noncached + alpha * input_cached + beta * output` (§3; the paper sweeps
-/// alpha in {0.1, 0.3, 0.5} and beta in {3, 5, 7}).
-#[must_use]
+/// alpha in {0.1, 0.3, 0.5} and beta in {3, 5, 7}). Every input must be finite and
+/// `>= 0` and the result finite; errors name `input-noncached`, `input-cached`, `output`,
+/// `alpha`, `beta` or (a result that overflows f64, listing the inputs) `etc`.
 pub fn effective_token_cost(
     input_noncached: f64,
     input_cached: f64,
     output: f64,
     alpha: f64,
     beta: f64,
-) -> f64 {
-    input_noncached + alpha * input_cached + beta * output
+) -> Result<f64> {
+    finite(
+        &[
+            ("input-noncached", input_noncached),
+            ("input-cached", input_cached),
+            ("output", output),
+            ("alpha", alpha),
+            ("beta", beta),
+        ],
+        "etc",
+        "input_noncached + alpha * input_cached + beta * output",
+        input_noncached + alpha * input_cached + beta * output,
+    )
 }
 
 /// Heterogeneous `ETC = ETC_agent + gamma * ETC_reranker` (Eq. 2), `gamma` the reranker's
-/// FLOPs per token relative to the agent's.
-#[must_use]
-pub fn heterogeneous_etc(etc_agent: f64, etc_reranker: f64, gamma: f64) -> f64 {
-    etc_agent + gamma * etc_reranker
+/// FLOPs per token relative to the agent's. Checked like [`effective_token_cost`]; errors
+/// name `etc-agent`, `etc-reranker`, `gamma` or (a result that overflows) `etc`.
+pub fn heterogeneous_etc(etc_agent: f64, etc_reranker: f64, gamma: f64) -> Result<f64> {
+    finite(
+        &[
+            ("etc-agent", etc_agent),
+            ("etc-reranker", etc_reranker),
+            ("gamma", gamma),
+        ],
+        "etc",
+        "etc_agent + gamma * etc_reranker",
+        etc_agent + gamma * etc_reranker,
+    )
 }
 
 /// MLP activation: the factor `alpha` of Eq. 6.
@@ -67,99 +146,230 @@ pub struct ModelShape {
     pub layers: Vec<Option<usize>>,
 }
 
-impl ModelShape {
-    /// Reads a HuggingFace `config.json`: `num_hidden_layers`, `hidden_size`,
-    /// `intermediate_size`, `num_attention_heads`, `num_key_value_heads` (default: the
-    /// query heads), `num_experts_per_tok` / `experts_per_token` (default 1), `hidden_act`
-    /// (`silu`/`swiglu` -> SwiGLU, `gelu*` -> GELU) and `layer_types` with `sliding_window`
-    /// (default: every layer full attention).
-    pub fn from_config(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| Error::format(path, format!("invalid JSON: {e}")))?;
-        let get = |k: &str| v.get(k).and_then(serde_json::Value::as_u64).map(|x| x as usize);
-        let need = |k: &str| {
-            get(k).ok_or_else(|| Error::format(path, format!("missing \"{k}\" (a positive integer)")))
-        };
-        let layers_n = need("num_hidden_layers")?;
-        let q_heads = need("num_attention_heads")?;
-        // Gemma-family MLPs are gated GELU (GeGLU): three matrices like SwiGLU.
-        let gemma = v
-            .get("model_type")
-            .and_then(|m| m.as_str())
-            .is_some_and(|m| m.starts_with("gemma"));
-        let act = v
-            .get("hidden_act")
-            .or_else(|| v.get("hidden_activation"))
-            .and_then(|a| a.as_str())
-            .unwrap_or("silu");
-        let activation = match act {
-            "silu" | "swiglu" | "swish" => Activation::SwiGlu,
-            a if a.starts_with("gelu") && gemma => Activation::SwiGlu,
-            a if a.starts_with("gelu") => Activation::Gelu,
-            a => {
-                return Err(Error::format(
-                    path,
-                    format!("hidden_act '{a}' is not one of silu, swiglu, gelu*"),
-                ))
+/// FLOPs per decoded token, checked ([`ModelShape::flops`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flops {
+    /// Per layer, in FLOPs.
+    pub per_layer: Vec<f64>,
+    /// Their sum, in FLOPs.
+    pub total: f64,
+}
+
+/// A JSON object's members; a repeated key is an error (serde_json's `Map` would keep the
+/// last value and silently drop the others).
+struct Members(serde_json::Map<String, serde_json::Value>);
+
+impl<'de> serde::Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Members;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
             }
-        };
-        let window = get("sliding_window");
-        let layers = match v.get("layer_types").and_then(|l| l.as_array()) {
-            Some(types) => types
-                .iter()
-                .enumerate()
-                .map(|(i, t)| match t.as_str() {
-                    Some("full_attention") => Ok(None),
-                    Some("sliding_attention") => window.map(Some).ok_or_else(|| {
-                        Error::format(path, "layer_types has sliding layers but no \"sliding_window\"")
-                    }),
-                    _ => Err(Error::format(
-                        path,
-                        format!("layer_types[{i}] is not full_attention or sliding_attention"),
-                    )),
-                })
-                .collect::<Result<Vec<_>>>()?,
-            None => vec![None; layers_n],
-        };
-        if layers.len() != layers_n {
-            return Err(Error::format(
-                path,
-                format!("{} layer_types for {layers_n} layers", layers.len()),
-            ));
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<Members, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some((k, v)) = m.next_entry::<String, serde_json::Value>()? {
+                    if out.contains_key(&k) {
+                        return Err(serde::de::Error::custom(format!("duplicate key \"{k}\"")));
+                    }
+                    out.insert(k, v);
+                }
+                Ok(Members(out))
+            }
         }
+        d.deserialize_map(V)
+    }
+}
+
+/// At most 60 characters of a JSON value, for an error message.
+fn shown(v: &serde_json::Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(60) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s,
+    }
+}
+
+impl ModelShape {
+    /// A dense SwiGLU model with full attention on every layer. `layers` is checked against
+    /// [`MAX_LAYERS`] before anything is allocated, then the shape is [`validate`]d; errors
+    /// name `layers`, `hidden`, `ffn`, `q-heads` or `kv-heads`.
+    ///
+    /// [`validate`]: ModelShape::validate
+    pub fn dense(layers: usize, hidden: usize, ffn: usize, q_heads: usize, kv_heads: usize) -> Result<Self> {
+        let layers = size("layers", layers, MAX_LAYERS)?;
         let shape = ModelShape {
-            hidden: need("hidden_size")?,
-            // MoE configs that give the expert width separately (Qwen-MoE style).
-            ffn: match get("moe_intermediate_size") {
-                Some(f) if get("num_experts_per_tok").is_some() => f,
-                _ => need("intermediate_size")?,
-            },
+            hidden,
+            ffn,
             q_heads,
-            kv_heads: get("num_key_value_heads").unwrap_or(q_heads),
-            experts_active: get("num_experts_per_tok")
-                .or_else(|| get("experts_per_token"))
-                .unwrap_or(1),
-            activation,
-            layers,
+            kv_heads,
+            experts_active: 1,
+            activation: Activation::SwiGlu,
+            layers: vec![None; layers],
         };
         shape.validate()?;
         Ok(shape)
     }
 
-    /// Checks every size is positive and `n_kv <= n_q`.
+    /// Reads a HuggingFace `config.json` with [`ModelShape::from_json`].
+    pub fn from_config(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Self::from_json(&text, path)
+    }
+
+    /// Parses the text of a HuggingFace `config.json` (`path` names it in errors; a leading
+    /// UTF-8 byte-order mark is skipped): `num_hidden_layers`, `hidden_size`,
+    /// `intermediate_size` (`moe_intermediate_size` when `num_experts_per_tok` is given),
+    /// `num_attention_heads`, `num_key_value_heads` (default: the query heads),
+    /// `num_experts_per_tok` / `experts_per_token` (default 1), `hidden_act` /
+    /// `hidden_activation` (`silu`/`swiglu`/`swish` -> SwiGLU, `gelu*` -> GELU, gated for
+    /// `model_type` gemma*; default silu) and `layer_types` with `sliding_window` (default:
+    /// every layer full attention). A key set to `null` counts as absent; a repeated key is
+    /// an error. Sizes must be integers in `1..=`[`MAX_LAYERS`] (layers), [`MAX_WIDTH`]
+    /// (widths, heads, experts) or [`MAX_TOKENS`] (`sliding_window`). A `sliding_window`
+    /// without `layer_types` (and without `"use_sliding_window": false`) is refused: which
+    /// layers slide differs by model family. Every error names the file and the field; no
+    /// input panics.
+    pub fn from_json(text: &str, path: &Path) -> Result<Self> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let bad = |msg: String| Error::format(path, msg);
+        let Members(obj) = serde_json::from_str(text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+        let get = |k: &str| obj.get(k).filter(|x| !x.is_null());
+        let int = |k: &str, max: usize| -> Result<Option<usize>> {
+            let Some(x) = get(k) else { return Ok(None) };
+            let n = x
+                .as_u64()
+                .ok_or_else(|| bad(format!("\"{k}\" is not a positive integer: {}", shown(x))))?;
+            in_range(n, max)
+                .map(Some)
+                .map_err(|m| bad(format!("\"{k}\" {m}")))
+        };
+        let need = |k: &str, max: usize| -> Result<usize> {
+            int(k, max)?.ok_or_else(|| bad(format!("missing \"{k}\" (a positive integer)")))
+        };
+        let string = |k: &str| -> Result<Option<&str>> {
+            let Some(x) = get(k) else { return Ok(None) };
+            x.as_str()
+                .map(Some)
+                .ok_or_else(|| bad(format!("\"{k}\" is not a string: {}", shown(x))))
+        };
+        let layers_n = need("num_hidden_layers", MAX_LAYERS)?;
+        let hidden = need("hidden_size", MAX_WIDTH)?;
+        let q_heads = need("num_attention_heads", MAX_WIDTH)?;
+        let kv_heads = int("num_key_value_heads", MAX_WIDTH)?.unwrap_or(q_heads);
+        if kv_heads > q_heads {
+            return Err(bad(format!(
+                "\"num_key_value_heads\" = {kv_heads} exceeds \"num_attention_heads\" = {q_heads}"
+            )));
+        }
+        let experts = match int("num_experts_per_tok", MAX_WIDTH)? {
+            Some(k) => Some(k),
+            None => int("experts_per_token", MAX_WIDTH)?,
+        };
+        // MoE configs that give the expert width separately (Qwen-MoE style).
+        let ffn = match (int("moe_intermediate_size", MAX_WIDTH)?, experts) {
+            (Some(f), Some(_)) => f,
+            _ => need("intermediate_size", MAX_WIDTH)?,
+        };
+        // Gemma-family MLPs are gated GELU (GeGLU): three matrices like SwiGLU.
+        let gemma = string("model_type")?.is_some_and(|m| m.starts_with("gemma"));
+        let (act_key, act) = match string("hidden_act")? {
+            Some(a) => ("hidden_act", a),
+            None => (
+                "hidden_activation",
+                string("hidden_activation")?.unwrap_or("silu"),
+            ),
+        };
+        let activation = match act {
+            "silu" | "swiglu" | "swish" => Activation::SwiGlu,
+            a if a.starts_with("gelu") && gemma => Activation::SwiGlu,
+            a if a.starts_with("gelu") => Activation::Gelu,
+            a => {
+                return Err(bad(format!(
+                    "\"{act_key}\" is \"{a}\", not one of silu, swiglu, swish, gelu*"
+                )))
+            }
+        };
+        let window = int("sliding_window", MAX_TOKENS)?;
+        let use_window = match get("use_sliding_window") {
+            None => None,
+            Some(x) => Some(x.as_bool().ok_or_else(|| {
+                bad(format!(
+                    "\"use_sliding_window\" is not true or false: {}",
+                    shown(x)
+                ))
+            })?),
+        };
+        let layers = match get("layer_types") {
+            Some(t) => {
+                let types = t
+                    .as_array()
+                    .ok_or_else(|| bad(format!("\"layer_types\" is not an array: {}", shown(t))))?;
+                if types.len() != layers_n {
+                    return Err(bad(format!(
+                        "\"layer_types\" has {} entries for \"num_hidden_layers\" = {layers_n}",
+                        types.len()
+                    )));
+                }
+                types
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| match t.as_str() {
+                        Some("full_attention") => Ok(None),
+                        Some("sliding_attention") => window.map(Some).ok_or_else(|| {
+                            bad(format!(
+                                "\"layer_types\"[{i}] is sliding_attention but \"sliding_window\" is not given"
+                            ))
+                        }),
+                        _ => Err(bad(format!(
+                            "\"layer_types\"[{i}] is not \"full_attention\" or \"sliding_attention\": {}",
+                            shown(t)
+                        ))),
+                    })
+                    .collect::<Result<Vec<_>>>()?
+            }
+            None => {
+                if let (Some(w), true) = (window, use_window != Some(false)) {
+                    return Err(bad(format!(
+                        "\"sliding_window\" = {w} but no \"layer_types\" says which layers slide \
+                         (it differs by model family): add \"layer_types\", or \"use_sliding_window\": false"
+                    )));
+                }
+                vec![None; layers_n]
+            }
+        };
+        let shape = ModelShape {
+            hidden,
+            ffn,
+            q_heads,
+            kv_heads,
+            experts_active: experts.unwrap_or(1),
+            activation,
+            layers,
+        };
+        // Every field was checked above, under its name in the file.
+        shape.validate()?;
+        Ok(shape)
+    }
+
+    /// Checks every size is in range (`1..=`[`MAX_LAYERS`] layers, `1..=`[`MAX_WIDTH`] for
+    /// the widths, heads and experts, sliding windows in `1..=`[`MAX_TOKENS`]) and
+    /// `n_kv <= n_q`; errors name `layers`, `hidden`, `ffn`, `q-heads`, `kv-heads`,
+    /// `experts-active` or `window`.
     pub fn validate(&self) -> Result<()> {
+        size("layers", self.layers.len(), MAX_LAYERS)?;
         for (name, v) in [
             ("hidden", self.hidden),
             ("ffn", self.ffn),
             ("q-heads", self.q_heads),
             ("kv-heads", self.kv_heads),
             ("experts-active", self.experts_active),
-            ("layers", self.layers.len()),
         ] {
-            if v == 0 {
-                return Err(Error::invalid(name, "must be positive"));
-            }
+            size(name, v, MAX_WIDTH)?;
         }
         if self.kv_heads > self.q_heads {
             return Err(Error::invalid(
@@ -167,17 +377,36 @@ impl ModelShape {
                 format!("{} exceeds the {} query heads", self.kv_heads, self.q_heads),
             ));
         }
-        if let Some(i) = self.layers.iter().position(|w| *w == Some(0)) {
+        for (i, w) in self.layers.iter().enumerate() {
+            if let Some(w) = *w {
+                in_range(w as u64, MAX_TOKENS)
+                    .map_err(|m| Error::invalid("window", format!("layer {i}: {m}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the last `n` layers slide with window `w` and the others full attention (where
+    /// the sliding layers sit does not change the count). Errors name `sliding-layers` or
+    /// `window`.
+    pub fn set_sliding(&mut self, n: usize, w: usize) -> Result<()> {
+        let l = self.layers.len();
+        if n > l {
             return Err(Error::invalid(
-                format!("layer {i}"),
-                "sliding window must be positive",
+                "sliding-layers",
+                format!("{n} exceeds the {l} layers"),
             ));
+        }
+        size("window", w, MAX_TOKENS)?;
+        for (i, x) in self.layers.iter_mut().enumerate() {
+            *x = (i >= l - n).then_some(w);
         }
         Ok(())
     }
 
     /// FLOPs per decoded token of every layer at context `t` (App. G, Eq. 3–7):
     /// `4 d² (1 + n_kv/n_q) + 2 d T_eff + 2 k alpha d d_ff`, `T_eff = W` on sliding layers.
+    /// The formula only: sizes are not checked (see [`ModelShape::flops`]).
     #[must_use]
     pub fn flops_per_layer(&self, t: usize) -> Vec<f64> {
         let d = self.hidden as f64;
@@ -194,27 +423,69 @@ impl ModelShape {
             .collect()
     }
 
-    /// GFLOPs per decoded token at context `t`.
+    /// GFLOPs per decoded token at context `t` (unchecked, as [`flops_per_layer`]).
+    ///
+    /// [`flops_per_layer`]: ModelShape::flops_per_layer
     #[must_use]
     pub fn gflops_per_token(&self, t: usize) -> f64 {
         self.flops_per_layer(t).iter().sum::<f64>() / 1e9
+    }
+
+    /// [`flops_per_layer`] and their sum, checked: the shape is [`validate`]d, `context`
+    /// must be in `1..=`[`MAX_TOKENS`] (error names `context`), and every result is finite.
+    ///
+    /// [`flops_per_layer`]: ModelShape::flops_per_layer
+    /// [`validate`]: ModelShape::validate
+    pub fn flops(&self, context: usize) -> Result<Flops> {
+        self.validate()?;
+        let t = size("context", context, MAX_TOKENS)?;
+        let per_layer = self.flops_per_layer(t);
+        let total: f64 = per_layer.iter().sum();
+        if !total.is_finite() || per_layer.iter().any(|f| !f.is_finite()) {
+            return Err(Error::invalid(
+                "context",
+                format!("FLOPs per token at context {t} are not a finite number"),
+            ));
+        }
+        Ok(Flops { per_layer, total })
     }
 }
 
 /// The sliding-window listwise plan (§3): windows of `window` over the top `depth`,
 /// processed back to front with `stride`; returns the `[start, end)` windows in
-/// processing order and the duplication factor (documents fed / depth).
+/// processing order and the duplication factor (documents fed / depth). The number of
+/// windows, `1 + ceil((depth - window) / stride)` when `depth > window`, is computed first
+/// and must be at most [`MAX_WINDOWS`] (error names `depth`); `0 < stride <= window`
+/// (a larger stride would skip documents; errors name `window` or `stride`).
 pub fn window_plan(depth: usize, window: usize, stride: usize) -> Result<(Vec<(usize, usize)>, f64)> {
-    if depth == 0 {
-        return Err(Error::invalid("depth", "must be positive"));
+    for (name, v) in [("depth", depth), ("window", window), ("stride", stride)] {
+        if v == 0 {
+            return Err(Error::invalid(name, "must be positive"));
+        }
     }
-    if window == 0 || stride == 0 || stride > window {
+    if stride > window {
         return Err(Error::invalid(
-            "window",
-            format!("need 0 < stride <= window, got window {window}, stride {stride}"),
+            "stride",
+            format!("{stride} exceeds the window {window} (the documents between windows would never be reranked)"),
         ));
     }
-    let mut out = Vec::new();
+    let count = match depth.checked_sub(window) {
+        None | Some(0) => Some(1),
+        Some(rest) => rest.div_ceil(stride).checked_add(1),
+    };
+    let count = match count {
+        Some(c) if c <= MAX_WINDOWS => c,
+        c => {
+            let need = c.map_or_else(|| "more than usize::MAX".to_string(), |c| c.to_string());
+            return Err(Error::invalid(
+                "depth",
+                format!(
+                    "{depth} with window {window} and stride {stride} needs {need} windows, more than the {MAX_WINDOWS} allowed"
+                ),
+            ));
+        }
+    };
+    let mut out = Vec::with_capacity(count);
     let mut end = depth;
     loop {
         let start = end.saturating_sub(window);
@@ -222,9 +493,12 @@ pub fn window_plan(depth: usize, window: usize, stride: usize) -> Result<(Vec<(u
         if start == 0 {
             break;
         }
+        // start > 0, so end > window >= stride.
         end -= stride;
     }
-    let fed: usize = out.iter().map(|(s, e)| e - s).sum();
+    debug_assert_eq!(out.len(), count);
+    // At most MAX_WINDOWS terms below 2^64 each: u128 cannot overflow.
+    let fed: u128 = out.iter().map(|&(s, e)| (e - s) as u128).sum();
     Ok((out, fed as f64 / depth as f64))
 }
 

@@ -11,7 +11,7 @@ use super::metrics::ncg;
 use super::{Acquisition, KernelChoice, Method, Precomputed, Prior, RerankConfig, Reranker};
 use crate::backend::Engine;
 use crate::embeddings::Embeddings;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::rng::Rng;
 use crate::similarity::{Kernel, KernelKind};
@@ -187,8 +187,80 @@ pub struct Cell {
     pub ncg: f64,
 }
 
+/// The seeds of `problems` problems from `seed` on: `seed..=seed + problems - 1`, checked
+/// (errors name `problems`, at least 1, or `seed`, when the last seed would pass
+/// `u64::MAX`).
+pub fn seeds(seed: u64, problems: usize) -> Result<std::ops::RangeInclusive<u64>> {
+    let more = problems
+        .checked_sub(1)
+        .ok_or_else(|| Error::invalid("problems", "must be at least 1"))?;
+    let last = u64::try_from(more)
+        .ok()
+        .and_then(|m| seed.checked_add(m))
+        .ok_or_else(|| {
+            Error::invalid(
+                "seed",
+                format!(
+                    "{seed} + {problems} problems - 1 exceeds the largest seed, {}",
+                    u64::MAX
+                ),
+            )
+        })?;
+    Ok(seed..=last)
+}
+
+/// Checks [`run`]'s arguments before any work: [`seeds`]; `n >= 1`; every budget in
+/// `0..=n` and every capacity in `1..=n` (a budget above the pool is an error, not capped),
+/// neither list empty nor with a repeated element. Errors name `problems`, `seed`, `n`,
+/// `budgets` or `capacities` and the element.
+pub fn check(problems: usize, seed: u64, n: usize, budgets: &[usize], capacities: &[usize]) -> Result<()> {
+    seeds(seed, problems)?;
+    if n == 0 {
+        return Err(Error::invalid("n", "the pool must have at least 1 document"));
+    }
+    for (name, xs, lo) in [("budgets", budgets, 0), ("capacities", capacities, 1)] {
+        if xs.is_empty() {
+            return Err(Error::invalid(name, "is empty"));
+        }
+        for (i, &x) in xs.iter().enumerate() {
+            if !(lo..=n).contains(&x) {
+                return Err(Error::invalid(
+                    name,
+                    format!("element {i} ({x}) is outside {lo}..={n} (the pool has {n} documents)"),
+                ));
+            }
+            if let Some(j) = xs[..i].iter().position(|&y| y == x) {
+                return Err(Error::invalid(
+                    name,
+                    format!("element {i} ({x}) repeats element {j}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where [`run_steps`] is: one method has just run on one problem.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Step {
+    /// The problem (1-based) and how many there are.
+    pub problem: usize,
+    /// How many problems there are.
+    pub problems: usize,
+    /// The method that ran.
+    pub method: &'static str,
+    /// Its budget.
+    pub budget: usize,
+    /// Its capacity.
+    pub capacity: usize,
+    /// Method runs done on this problem (1-based).
+    pub run: usize,
+    /// Method runs per problem: budgets × capacities × variants.
+    pub runs: usize,
+}
+
 /// Runs every variant on `problems` seeded problems of `n` documents; `progress` is told
-/// after each problem.
+/// after each problem. As [`run_steps`].
 pub fn run(
     problems: usize,
     seed: u64,
@@ -197,10 +269,34 @@ pub fn run(
     capacities: &[usize],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Cell>> {
+    run_steps(problems, seed, n, budgets, capacities, &mut |s| {
+        if s.run == s.runs {
+            progress(s.problem, s.problems);
+        }
+    })
+}
+
+/// Runs every variant on `problems` seeded problems of `n` documents (seeds `seed`,
+/// `seed + 1`, ...), after [`check`]ing the arguments; `progress` is told after each method
+/// run (a run with budget B costs O(B² N): at B in the thousands one takes seconds).
+pub fn run_steps(
+    problems: usize,
+    seed: u64,
+    n: usize,
+    budgets: &[usize],
+    capacities: &[usize],
+    progress: &mut dyn FnMut(&Step),
+) -> Result<Vec<Cell>> {
+    check(problems, seed, n, budgets, capacities)?;
     let vs = variants();
-    let mut sums = vec![(0.0, 0.0); vs.len() * budgets.len() * capacities.len()];
-    for p in 0..problems {
-        let prob = generate(n, 64, seed.wrapping_add(p as u64))?;
+    let cells = vs
+        .len()
+        .checked_mul(budgets.len())
+        .and_then(|c| c.checked_mul(capacities.len()))
+        .ok_or_else(|| Error::invalid("budgets", "too many budgets × capacities"))?;
+    let mut sums = vec![(0.0, 0.0); cells];
+    for (p, s) in seeds(seed, problems)?.enumerate() {
+        let prob = generate(n, 64, s)?;
         let mut slot = 0;
         for &b in budgets {
             for &k in capacities {
@@ -210,16 +306,24 @@ pub fn run(
                     cfg.acquisition = v.acquisition;
                     cfg.beta0 = v.beta0;
                     cfg.kernel = KernelChoice::Fixed(prob.kernel);
-                    let mut o = Precomputed::new(prob.oracle.clone(), b.min(n))?;
+                    let mut o = Precomputed::new(prob.oracle.clone(), b)?;
                     let r =
                         Reranker::new(prob.pool.engine(), cfg)?.rerank(&prob.pool, &prob.query, &mut o)?;
                     sums[slot].0 += ncg(&r.selected, &prob.oracle);
                     sums[slot].1 += ncg(&r.selected, &prob.labels);
                     slot += 1;
+                    progress(&Step {
+                        problem: p + 1,
+                        problems,
+                        method: v.name,
+                        budget: b,
+                        capacity: k,
+                        run: slot,
+                        runs: cells,
+                    });
                 }
             }
         }
-        progress(p + 1, problems);
     }
     let mut out = Vec::new();
     let mut slot = 0;

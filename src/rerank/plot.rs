@@ -114,8 +114,44 @@ const COLOURS: [[u8; 3]; 10] = [
     [23, 190, 207],
 ];
 
-/// Draws CE-nCG@k against budget, a panel per capacity, and writes a PNG to `path`.
+/// Draws CE-nCG@k against budget, a panel per capacity, and writes the PNG to `path`
+/// (created or truncated) with [`write()`].
 pub fn plot(cells: &[Cell], path: &Path) -> Result<()> {
+    let png = render(cells)?;
+    let mut file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    write(&mut file, path, &png)
+}
+
+/// Writes `png` to `file` (opened from `path`, which names it in errors), flushes it and,
+/// for a regular file, syncs it to disk: every write error is returned, none is lost when
+/// a buffer is dropped.
+pub fn write(file: &mut std::fs::File, path: &Path, png: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let io = |e| Error::io(path, e);
+    file.write_all(png).map_err(io)?;
+    file.flush().map_err(io)?;
+    // fsync is refused by devices and pipes, where there is nothing to sync.
+    if file.metadata().map_err(io)?.is_file() {
+        file.sync_all().map_err(io)?;
+    }
+    Ok(())
+}
+
+/// The chart of CE-nCG@k against budget, a panel per capacity, as PNG bytes. `cells` must
+/// be non-empty with finite CE-nCG@k (errors name `cells`).
+pub fn render(cells: &[Cell]) -> Result<Vec<u8>> {
+    if cells.is_empty() {
+        return Err(Error::Empty("cells".into()));
+    }
+    if let Some((i, x)) = cells.iter().enumerate().find(|(_, x)| !x.ce_ncg.is_finite()) {
+        return Err(Error::invalid(
+            format!("cells[{i}]"),
+            format!(
+                "{} at B = {}, k = {}: CE-nCG@k is {}",
+                x.method, x.budget, x.capacity, x.ce_ncg
+            ),
+        ));
+    }
     let mut c = Canvas {
         px: vec![[255; 3]; W * H],
     };
@@ -185,12 +221,17 @@ pub fn plot(cells: &[Cell], path: &Path) -> Result<()> {
         );
         c.text(x + 20, y, name, black);
     }
-    let file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), W as u32, H as u32);
+    let mut png = Vec::new();
+    let mut enc = png::Encoder::new(&mut png, W as u32, H as u32);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
     let bytes: Vec<u8> = c.px.iter().flatten().copied().collect();
+    // finish() writes the closing chunks; its error is kept rather than lost in a drop.
     enc.write_header()
-        .and_then(|mut w| w.write_image_data(&bytes))
-        .map_err(|e| Error::format(path, format!("writing PNG: {e}")))
+        .and_then(|mut w| {
+            w.write_image_data(&bytes)?;
+            w.finish()
+        })
+        .map_err(|e| Error::invalid("plot", format!("encoding PNG: {e}")))?;
+    Ok(png)
 }

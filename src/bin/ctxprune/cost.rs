@@ -1,7 +1,13 @@
 //! `ctxprune cost`: FLOPs per token, effective token cost, listwise window plans.
+//!
+//! Every numeric flag takes values that start with `-` (so `--layers -1` reaches the value
+//! parser and is refused naming the flag, not taken for an unknown flag). The library
+//! names a bad argument by its parameter (`depth`); [`flags`] turns the names that are
+//! this command's flags into `--depth`.
 
 use clap::Subcommand;
 use ctxprune::{Error, Result};
+use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Subcommand)]
@@ -11,129 +17,148 @@ pub enum CostCmd {
     /// Effective token cost: input_noncached + alpha input_cached + beta output.
     Etc {
         /// Non-cached input tokens.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         input_noncached: f64,
         /// Cached input tokens.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         input_cached: f64,
         /// Output tokens.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         output: f64,
         /// Weight of cached input.
-        #[arg(long, default_value_t = 0.3)]
+        #[arg(long, default_value_t = 0.3, allow_hyphen_values = true)]
         alpha: f64,
         /// Weight of output.
-        #[arg(long, default_value_t = 5.0)]
+        #[arg(long, default_value_t = 5.0, allow_hyphen_values = true)]
         beta: f64,
     },
-    /// The sliding-window listwise reranking plan over the top `depth`.
+    /// The sliding-window listwise reranking plan over the top `depth` (at most 100,000
+    /// windows).
     Plan {
         /// Reranking depth.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         depth: usize,
         /// Window size.
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
         window: usize,
-        /// Stride.
-        #[arg(long, default_value_t = 10)]
+        /// Stride (at most the window).
+        #[arg(long, default_value_t = 10, allow_hyphen_values = true)]
         stride: usize,
     },
 }
 
+/// The shape flags; with `--config` only `--experts-active`, `--activation`,
+/// `--sliding-layers`/`--window` (which override the file) and `--context` may be given.
 #[derive(clap::Args)]
 pub struct FlopsArgs {
-    /// A HuggingFace config.json (otherwise give the shape flags).
+    /// A HuggingFace config.json (otherwise give the shape flags; --layers, --hidden, --ffn,
+    /// --q-heads and --kv-heads cannot be used with it).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Layers.
-    #[arg(long)]
+    /// Layers (at most 100,000).
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "config")]
     pub layers: Option<usize>,
-    /// Hidden size d.
-    #[arg(long)]
+    /// Hidden size d (at most 1,000,000, as every width, head and expert count).
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "config")]
     pub hidden: Option<usize>,
     /// FFN / expert size d_ff.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "config")]
     pub ffn: Option<usize>,
     /// Query heads.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "config")]
     pub q_heads: Option<usize>,
-    /// Key/value heads.
-    #[arg(long)]
+    /// Key/value heads (default: the query heads).
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "config")]
     pub kv_heads: Option<usize>,
-    /// Active experts per token (1 for dense).
-    #[arg(long)]
+    /// Active experts per token (1 for dense); overrides the config.
+    #[arg(long, allow_hyphen_values = true)]
     pub experts_active: Option<usize>,
-    /// swiglu or gelu.
+    /// swiglu or gelu; overrides the config.
     #[arg(long)]
     pub activation: Option<String>,
-    /// Context length T.
-    #[arg(long, default_value_t = 32_768)]
+    /// Context length T (1 to 1,000,000,000).
+    #[arg(long, default_value_t = 32_768, allow_hyphen_values = true)]
     pub context: usize,
-    /// Number of sliding-window layers (where they sit in the stack does not change the count).
-    #[arg(long)]
+    /// Number of sliding-window layers (where they sit in the stack does not change the
+    /// count); with --window, overrides the config's layer types.
+    #[arg(long, allow_hyphen_values = true)]
     pub sliding_layers: Option<usize>,
-    /// Sliding window W.
-    #[arg(long)]
+    /// Sliding window W (1 to 1,000,000,000).
+    #[arg(long, allow_hyphen_values = true)]
     pub window: Option<usize>,
+}
+
+/// `r` with an [`Error::InvalidArgument`] named by one of `names` renamed to that flag
+/// (`depth` -> `--depth`); every other error as it is.
+pub(crate) fn flags<T>(r: Result<T>, names: &[&str]) -> Result<T> {
+    r.map_err(|e| match e {
+        Error::InvalidArgument { name, msg } if names.contains(&name.as_str()) => {
+            Error::invalid(format!("--{name}"), msg)
+        }
+        e => e,
+    })
+}
+
+/// Writes `text` to stdout and flushes it; a failed write is an error naming stdout.
+pub(crate) fn print_out(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::io("stdout", e))
+}
+
+fn flops(a: FlopsArgs) -> Result<serde_json::Value> {
+    use ctxprune::cost::ModelShape;
+    const FLAGS: &[&str] = &[
+        "layers",
+        "hidden",
+        "ffn",
+        "q-heads",
+        "kv-heads",
+        "experts-active",
+        "activation",
+        "context",
+        "sliding-layers",
+        "window",
+    ];
+    let mut shape = match &a.config {
+        // Errors name the file and its fields; clap refuses the shape flags beside it.
+        Some(p) => ModelShape::from_config(p)?,
+        None => {
+            let need =
+                |v: Option<usize>, f: &str| v.ok_or_else(|| Error::invalid(f, "required without --config"));
+            let (layers, hidden, ffn, q) = (
+                need(a.layers, "--layers")?,
+                need(a.hidden, "--hidden")?,
+                need(a.ffn, "--ffn")?,
+                need(a.q_heads, "--q-heads")?,
+            );
+            let kv = a.kv_heads.unwrap_or(q);
+            flags(ModelShape::dense(layers, hidden, ffn, q, kv), FLAGS)?
+        }
+    };
+    if let Some(k) = a.experts_active {
+        shape.experts_active = k;
+    }
+    if let Some(act) = &a.activation {
+        shape.activation = flags(act.parse(), FLAGS)?;
+    }
+    match (a.sliding_layers, a.window) {
+        (Some(n), Some(w)) => flags(shape.set_sliding(n, w), FLAGS)?,
+        (None, None) => {}
+        (Some(_), None) => return Err(Error::invalid("--sliding-layers", "needs --window")),
+        (None, Some(_)) => return Err(Error::invalid("--window", "needs --sliding-layers")),
+    }
+    let f = flags(shape.flops(a.context), FLAGS)?;
+    let per: Vec<f64> = f.per_layer.iter().map(|f| f / 1e9).collect();
+    Ok(serde_json::json!({"gflops_per_token": f.total / 1e9, "per_layer": per}))
 }
 
 /// Runs `ctxprune cost`.
 pub fn run(c: CostCmd) -> Result<()> {
     use ctxprune::cost;
     let out = match c {
-        CostCmd::Flops(a) => {
-            let mut shape = match &a.config {
-                Some(p) => cost::ModelShape::from_config(p)?,
-                None => {
-                    let need = |v: Option<usize>, f: &str| {
-                        v.ok_or_else(|| Error::invalid(f, "required without --config"))
-                    };
-                    let layers = need(a.layers, "--layers")?;
-                    let q = need(a.q_heads, "--q-heads")?;
-                    cost::ModelShape {
-                        hidden: need(a.hidden, "--hidden")?,
-                        ffn: need(a.ffn, "--ffn")?,
-                        q_heads: q,
-                        kv_heads: a.kv_heads.unwrap_or(q),
-                        experts_active: 1,
-                        activation: cost::Activation::SwiGlu,
-                        layers: vec![None; layers],
-                    }
-                }
-            };
-            if let Some(k) = a.experts_active {
-                shape.experts_active = k;
-            }
-            if let Some(act) = &a.activation {
-                shape.activation = act.parse()?;
-            }
-            match (a.sliding_layers, a.window) {
-                (Some(n), Some(w)) => {
-                    if n > shape.layers.len() {
-                        return Err(Error::invalid(
-                            "--sliding-layers",
-                            format!("{n} exceeds the {} layers", shape.layers.len()),
-                        ));
-                    }
-                    let l = shape.layers.len();
-                    shape
-                        .layers
-                        .iter_mut()
-                        .enumerate()
-                        .for_each(|(i, x)| *x = if i >= l - n { Some(w) } else { None });
-                }
-                (None, None) => {}
-                _ => {
-                    return Err(Error::invalid(
-                        "--sliding-layers",
-                        "give --sliding-layers and --window together",
-                    ))
-                }
-            }
-            shape.validate()?;
-            let per: Vec<f64> = shape.flops_per_layer(a.context).iter().map(|f| f / 1e9).collect();
-            serde_json::json!({"gflops_per_token": shape.gflops_per_token(a.context), "per_layer": per})
-        }
+        CostCmd::Flops(a) => flops(a)?,
         CostCmd::Etc {
             input_noncached,
             input_cached,
@@ -141,29 +166,24 @@ pub fn run(c: CostCmd) -> Result<()> {
             alpha,
             beta,
         } => {
-            for (n, v) in [
-                ("--input-noncached", input_noncached),
-                ("--input-cached", input_cached),
-                ("--output", output),
-                ("--alpha", alpha),
-                ("--beta", beta),
-            ] {
-                if !(v.is_finite() && v >= 0.0) {
-                    return Err(Error::invalid(n, format!("must be finite and >= 0, got {v}")));
-                }
-            }
-            serde_json::json!({"etc": cost::effective_token_cost(input_noncached, input_cached, output, alpha, beta)})
+            let etc = flags(
+                cost::effective_token_cost(input_noncached, input_cached, output, alpha, beta),
+                &["input-noncached", "input-cached", "output", "alpha", "beta"],
+            )?;
+            serde_json::json!({ "etc": etc })
         }
         CostCmd::Plan {
             depth,
             window,
             stride,
         } => {
-            let (w, dup) = cost::window_plan(depth, window, stride)?;
+            let (w, dup) = flags(
+                cost::window_plan(depth, window, stride),
+                &["depth", "window", "stride"],
+            )?;
             let w: Vec<[usize; 2]> = w.into_iter().map(|(s, e)| [s, e]).collect();
             serde_json::json!({"windows": w, "duplication": dup})
         }
     };
-    println!("{out}");
-    Ok(())
+    print_out(&format!("{out}\n"))
 }
