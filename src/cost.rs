@@ -217,8 +217,9 @@ impl ModelShape {
 
     /// Reads a HuggingFace `config.json` with [`ModelShape::from_json`].
     pub fn from_config(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        Self::from_json(&text, path)
+        let bytes = crate::io::read_file(path)?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| Error::format(path, format!("not UTF-8: {e}")))?;
+        Self::from_json(text, path)
     }
 
     /// Parses the text of a HuggingFace `config.json` (`path` names it in errors; a leading

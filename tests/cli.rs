@@ -78,21 +78,16 @@ fn select_prints_the_documented_json_and_matches_the_library() {
     }
     // Gate with retained rows and every other method runs.
     for m in ["grn", "centroid", "dpp", "coverage", "hybrid"] {
-        let (code, out, err) = run(&[
-            "select",
-            "--method",
-            m,
-            "--embeddings",
-            &e,
-            "--query",
-            &q,
-            "--mode",
-            "gate",
-            "--retained",
-            "0,3",
-            "--threshold",
-            "0.1",
-        ]);
+        // GRN and centroid drift do not read a query, and refuse one.
+        let query: &[&str] = if matches!(m, "grn" | "centroid") {
+            &[]
+        } else {
+            &["--query", &q]
+        };
+        let mut args = vec!["select", "--method", m, "--embeddings", &e];
+        args.extend(query);
+        args.extend(["--mode", "gate", "--retained", "0,3", "--threshold", "0.1"]);
+        let (code, out, err) = run(&args);
         assert_eq!(code, 0, "{m}: {err}");
         let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
         assert_eq!(v["mode"], "gate");
@@ -218,7 +213,7 @@ fn bad_inputs_exit_non_zero_with_one_line() {
                 "--query".into(),
                 s(&q3),
             ],
-            "dimension mismatch",
+            "q3.npy has 3 values, but the rows of",
         ),
         (
             vec!["--method".into(), "nope".into(), "--embeddings".into(), e.clone()],
@@ -490,4 +485,55 @@ fn kernels_and_gpu_check_refuse_cleanly() {
         assert_ne!(code, 0);
         assert!(err.contains("cuda") && err.trim().lines().count() == 1, "{err}");
     }
+}
+
+/// SPEC §1 as users expect it: `select --method mmr --k 100` returns 100 items on the
+/// demo pool (it used to stop at the first non-positive score, after 6 to 79), and DPP
+/// runs without a query (diversity alone).
+#[test]
+fn mmr_runs_to_k_and_dpp_needs_no_query() {
+    let d = tmp();
+    let out_dir = d.path().join("pool");
+    let od = out_dir.display().to_string();
+    let (code, _, err) = run(&["make-pool", "--n", "2000", "--d", "64", "--out", &od]);
+    assert_eq!(code, 0, "{err}");
+    let e = out_dir.join("emb.npy").display().to_string();
+    let q = out_dir.join("query.npy").display().to_string();
+    let (code, out, err) = run(&[
+        "select",
+        "--method",
+        "mmr",
+        "--k",
+        "100",
+        "--embeddings",
+        &e,
+        "--query",
+        &q,
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let gains = v["gains"].as_array().unwrap();
+    assert_eq!(v["selected"].as_array().unwrap().len(), 100, "{out}");
+    assert_eq!(v["stopped_by"], "item_budget");
+    // The reason it matters: most of those scores are negative.
+    assert!(
+        gains.iter().filter(|g| g.as_f64().unwrap() < 0.0).count() > 50,
+        "{out}"
+    );
+    let (code, out, err) = run(&[
+        "select",
+        "--method",
+        "dpp",
+        "--k",
+        "20",
+        "--embeddings",
+        &e,
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["selected"].as_array().unwrap().len(), 20, "{out}");
 }

@@ -252,3 +252,63 @@ fn rerank_cli_with_an_http_oracle() {
     assert_eq!(v["selected"], serde_json::json!([6, 5, 4]), "{out}");
     assert_eq!(v["oracle_calls"], 7);
 }
+
+/// An oracle that accepts and never answers fails after `--oracle-timeout` per attempt and
+/// `--oracle-retries` retries, in one line naming the oracle (it used to take 92 s: 30 s
+/// times three, with no flag to change it).
+#[test]
+fn an_unresponsive_oracle_fails_within_its_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/rerank", listener.local_addr().unwrap());
+    // Accepts and holds every connection without reading or replying.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().take(8) {
+            held.push(s);
+        }
+        std::thread::sleep(Duration::from_secs(60));
+    });
+    let d = tempfile::tempdir().unwrap();
+    let (e, q, _) = crate::problem(7, 4, 2);
+    let ep = d.path().join("e.npy");
+    ctxprune::io::write_npy_f32(&ep, 7, 4, e.as_slice()).unwrap();
+    let qp = d.path().join("q.npy");
+    ctxprune::io::write_npy_f32(&qp, 1, 4, &q).unwrap();
+    let tp = d.path().join("t.jsonl");
+    let lines: Vec<String> = texts().iter().map(|t| format!("{{\"text\": \"{t}\"}}")).collect();
+    std::fs::write(&tp, lines.join("\n")).unwrap();
+    let run = |timeout: &str| {
+        let t = std::time::Instant::now();
+        let o = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
+            .args([
+                "rerank",
+                "--method",
+                "single-stage",
+                "--embeddings",
+                ep.to_str().unwrap(),
+            ])
+            .args(["--query", qp.to_str().unwrap(), "--oracle-url", &url])
+            .args(["--texts", tp.to_str().unwrap(), "--query-text", "q"])
+            .args(["--budget", "7", "--capacity", "3", "--backend", "cpu"])
+            .args(["--oracle-timeout", timeout, "--oracle-retries", "1"])
+            .output()
+            .unwrap();
+        (o, t.elapsed())
+    };
+    let (o, took) = run("0.3");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && o.stdout.is_empty(), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("oracle {url}")) && err.contains("after 2 attempts"),
+        "{err}"
+    );
+    // Two attempts of 0.3 s and a 0.1 s pause; far below the 92 s of the defaults.
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let (o, _) = run("0");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("invalid --oracle-timeout: must be in (0, 86400] seconds, got 0"),
+        "{err}"
+    );
+}

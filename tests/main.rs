@@ -5,6 +5,8 @@ mod backend;
 #[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "cli")]
+mod cli_bad_inputs;
+#[cfg(feature = "cli")]
 mod cli_cost;
 mod cost;
 #[cfg(feature = "cuda-emu")]

@@ -157,7 +157,7 @@ impl HttpOracle {
                         .replace(['\n', '\r'], " "),
                 ));
             }
-            return parse(self.cfg.api, &text, items.len()).map_err(|m| fail(None, m));
+            return parse_response(self.cfg.api, &text, items.len()).map_err(|m| fail(None, m));
         }
         Err(fail(
             last_status,
@@ -166,8 +166,11 @@ impl HttpOracle {
     }
 }
 
-/// Scores by position from a response body, checking every index appears exactly once.
-fn parse(api: Api, text: &str, n: usize) -> std::result::Result<Vec<f64>, String> {
+/// Scores by position from a rerank server's response body for a request of `n` texts,
+/// checking every index in `0..n` appears exactly once with a score in [0, 1]; the error
+/// says what is malformed. What [`HttpOracle`] runs on every response (public for other
+/// transports and for the fuzz target).
+pub fn parse_response(api: Api, text: &str, n: usize) -> std::result::Result<Vec<f64>, String> {
     let v: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("malformed response (not JSON: {e})"))?;
     let (list, key) = match api {

@@ -5,9 +5,9 @@
 //! names a bad argument by its parameter (`depth`); [`flags`] turns the names that are
 //! this command's flags into `--depth`.
 
+use super::print_out;
 use clap::Subcommand;
 use ctxprune::{Error, Result};
-use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Subcommand)]
@@ -97,14 +97,6 @@ pub(crate) fn flags<T>(r: Result<T>, names: &[&str]) -> Result<T> {
         }
         e => e,
     })
-}
-
-/// Writes `text` to stdout and flushes it; a failed write is an error naming stdout.
-pub(crate) fn print_out(text: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(|e| Error::io("stdout", e))
 }
 
 fn flops(a: FlopsArgs) -> Result<serde_json::Value> {

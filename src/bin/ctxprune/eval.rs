@@ -3,8 +3,9 @@
 //! Every argument is checked, and the `--plot` file created, before any work; the PNG is
 //! written and synced before the table goes to stdout, so a failure leaves stdout empty.
 
-use super::cost::{flags, print_out};
+use super::cost::flags;
 use super::parse_list;
+use super::print_out;
 use ctxprune::rerank::{eval, plot};
 use ctxprune::{Error, Result};
 use std::fmt::Write;

@@ -112,7 +112,7 @@ fn main() -> ExitCode {
         Cmd::Mask(a) => mask::run(a),
         Cmd::Demo(a) => open_engine(&a.backend).and_then(|o| {
             o.print_note();
-            ctxprune::demo::run(&o.engine).map(|t| print!("{t}"))
+            ctxprune::demo::run(&o.engine).and_then(|t| print_out(&t))
         }),
         Cmd::Kernels(a) => device::kernels(a),
         Cmd::GpuCheck(a) => device::gpu_check(a),
@@ -138,8 +138,17 @@ fn make_pool(a: &MakePoolArgs) -> Result<()> {
         ));
     }
     ctxprune::demo::data::write_pool(&a.out, a.n, a.d, a.seed)?;
-    println!("wrote {} x {} to {}", a.n, a.d, a.out.display());
-    Ok(())
+    print_out(&format!("wrote {} x {} to {}\n", a.n, a.d, a.out.display()))
+}
+
+/// Writes `text` to stdout and flushes it; a failed write (a closed pipe, a full disk) is
+/// an error naming stdout, not a panic inside `println!`.
+pub(crate) fn print_out(text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::io("stdout", e))
 }
 
 /// A comma-separated list of numbers; an error names `flag` and the element.
@@ -190,17 +199,26 @@ pub(crate) fn open_engine(flag: &str) -> Result<Opened> {
         .parse()
         .map_err(|_| Error::invalid("--backend", format!("unknown backend '{flag}' (auto, cpu, cuda)")))?;
     let opts = engine_options();
-    let env = std::env::var("CTXPRUNE_BACKEND").ok().filter(|v| !v.is_empty());
-    let (choice, why) = match (choice, env.as_deref()) {
-        (BackendChoice::Auto, Some(v)) => {
+    // The variable is checked whether or not it applies: a typo is an error, not ignored.
+    let env = match std::env::var("CTXPRUNE_BACKEND") {
+        Ok(v) if v.is_empty() => None,
+        Ok(v) => {
             let c: BackendChoice = v.parse().map_err(|_| {
                 Error::invalid(
                     "CTXPRUNE_BACKEND",
                     format!("unknown backend '{v}' (auto, cpu, cuda)"),
                 )
             })?;
-            (c, Some(format!("CTXPRUNE_BACKEND={v}")))
+            Some((c, v))
         }
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(Error::invalid("CTXPRUNE_BACKEND", "is not valid UTF-8"))
+        }
+    };
+    // It overrides only `auto`; an explicit --backend wins.
+    let (choice, why) = match (choice, env) {
+        (BackendChoice::Auto, Some((c, v))) => (c, Some(format!("CTXPRUNE_BACKEND={v}"))),
         (c, _) => (c, None),
     };
     let fallback = |reason: String| Opened {

@@ -22,9 +22,16 @@ pub struct RerankArgs {
     /// A rerank server (TEI or Cohere API).
     #[arg(long)]
     pub oracle_url: Option<String>,
-    /// tei or cohere.
-    #[arg(long, default_value = "tei")]
-    pub oracle_api: String,
+    /// The server's API: tei (default) or cohere (with --oracle-url).
+    #[arg(long)]
+    pub oracle_api: Option<String>,
+    /// Seconds before one oracle request is abandoned (with --oracle-url). By default 30.
+    #[arg(long, allow_hyphen_values = true)]
+    pub oracle_timeout: Option<f64>,
+    /// Retries of a request that failed (transport errors, HTTP 429 and 5xx; with
+    /// --oracle-url). By default 2.
+    #[arg(long, allow_hyphen_values = true)]
+    pub oracle_retries: Option<u32>,
     /// Pool texts as JSON lines with "text" (for --oracle-url).
     #[arg(long)]
     pub texts: Option<PathBuf>,
@@ -32,16 +39,16 @@ pub struct RerankArgs {
     #[arg(long)]
     pub query_text: Option<String>,
     /// Oracle calls allowed, B.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub budget: usize,
     /// Documents returned, k.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub capacity: usize,
     /// vmf, rbf or matern52.
     #[arg(long, default_value = "vmf")]
     pub kernel: String,
     /// vMF concentration (default: the median heuristic).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub kappa: Option<f32>,
     /// boundary-morph's prior: mips (default) or zero.
     #[arg(long)]
@@ -50,10 +57,10 @@ pub struct RerankArgs {
     #[arg(long)]
     pub acquisition: Option<String>,
     /// UCB beta0 (bagel, or boundary-morph with --acquisition ucb). By default 1.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub beta0: Option<f64>,
     /// RGS k-NN graph degree. By default 16.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub graph_degree: Option<usize>,
     /// auto, cpu or cuda.
     #[arg(long, default_value = "auto")]
@@ -96,6 +103,26 @@ pub fn run(a: RerankArgs) -> Result<()> {
     only(a.acquisition.is_some(), "--acquisition", &[M::BoundaryMorph])?;
     only(a.beta0.is_some(), "--beta0", &[M::BoundaryMorph, M::Bagel])?;
     only(a.graph_degree.is_some(), "--graph-degree", &[M::Rgs])?;
+    // The HTTP oracle's options apply only to it; the texts and query text feed it alone.
+    for (given, flag) in [
+        (a.oracle_api.is_some(), "--oracle-api"),
+        (a.oracle_timeout.is_some(), "--oracle-timeout"),
+        (a.oracle_retries.is_some(), "--oracle-retries"),
+        (a.texts.is_some(), "--texts"),
+        (a.query_text.is_some(), "--query-text"),
+    ] {
+        if given && a.oracle_url.is_none() {
+            return Err(Error::invalid(flag, "applies to --oracle-url"));
+        }
+    }
+    if let Some(t) = a.oracle_timeout {
+        if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {
+            return Err(Error::invalid(
+                "--oracle-timeout",
+                format!("must be in (0, 86400] seconds, got {t}"),
+            ));
+        }
+    }
     if a.graph_degree == Some(0) {
         return Err(Error::invalid("--graph-degree", "must be at least 1"));
     }
@@ -170,7 +197,14 @@ pub fn run(a: RerankArgs) -> Result<()> {
                 .query_text
                 .as_deref()
                 .ok_or_else(|| Error::invalid("--query-text", "--oracle-url needs the query text"))?;
-            let cfg = ctxprune::rerank::http::HttpConfig::new(url, a.oracle_api.parse()?);
+            let api = a.oracle_api.as_deref().unwrap_or("tei").parse()?;
+            let mut cfg = ctxprune::rerank::http::HttpConfig::new(url, api);
+            if let Some(t) = a.oracle_timeout {
+                cfg.timeout = std::time::Duration::from_secs_f64(t);
+            }
+            if let Some(r) = a.oracle_retries {
+                cfg.retries = r;
+            }
             Box::new(ctxprune::rerank::http::HttpOracle::new(
                 cfg,
                 qt,
@@ -215,6 +249,5 @@ pub fn run(a: RerankArgs) -> Result<()> {
         "elapsed_ms": elapsed_ms,
         "oracle_ms": oracle_ms,
     });
-    println!("{out}");
-    Ok(())
+    super::print_out(&format!("{out}\n"))
 }

@@ -41,7 +41,7 @@ pub struct SelectArgs {
     #[arg(long, allow_hyphen_values = true)]
     pub threshold: Option<f64>,
     /// Rows already in the context, comma-separated, in the order they were added.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub retained: Option<String>,
     /// MMR / lexical lambda in [0, 1].
     #[arg(long, allow_hyphen_values = true)]
@@ -61,6 +61,19 @@ pub struct SelectArgs {
 pub fn run(a: SelectArgs) -> Result<()> {
     let method: Method = a.method.parse()?;
     let mode: Mode = a.mode.parse()?;
+    // Inputs the method does not read are errors, never silently ignored.
+    for (given, flag, reads) in [
+        (a.query.is_some(), "--query", method.reads_query()),
+        (a.query_text.is_some(), "--query-text", method == Method::Lexical),
+        (a.texts.is_some(), "--texts", method == Method::Lexical),
+    ] {
+        if given && !reads {
+            return Err(Error::invalid(
+                flag,
+                format!("does not apply to {} (it does not read it)", method.name()),
+            ));
+        }
+    }
     let opened = open_engine(&a.backend)?;
     let mut cfg = SelectConfig::new(method).mode(mode);
     match a.preset.as_deref() {
@@ -152,6 +165,50 @@ pub fn run(a: SelectArgs) -> Result<()> {
             format!("{} needs --query FILE.npy", method.name()),
         ));
     }
+    // Lengths that must agree, named by their files.
+    if let (Some(q), Some(l), Some(qp), Some(ep)) = (&query, &loaded, &a.query, &a.embeddings) {
+        if q.len() != l.embeddings.dim() {
+            return Err(Error::invalid(
+                "--query",
+                format!(
+                    "{} has {} values, but the rows of {ep} have {}",
+                    qp.display(),
+                    q.len(),
+                    l.embeddings.dim()
+                ),
+            ));
+        }
+    }
+    let rows = loaded
+        .as_ref()
+        .map(|l| l.embeddings.rows())
+        .or(texts.as_ref().map(Vec::len));
+    if let (Some(n), Some(t)) = (rows, &texts) {
+        if t.len() != n {
+            let from = a
+                .texts
+                .as_ref()
+                .map_or("the embeddings' \"text\"".to_string(), |p| {
+                    p.display().to_string()
+                });
+            return Err(Error::invalid(
+                "--texts",
+                format!("{from} has {} texts for a pool of {n} rows", t.len()),
+            ));
+        }
+    }
+    if let (Some(n), Some(c)) = (rows, &costs) {
+        if c.len() != n {
+            let from = a
+                .costs
+                .as_ref()
+                .map_or("the \"tokens\" field".to_string(), |p| p.display().to_string());
+            return Err(Error::invalid(
+                "--costs",
+                format!("{from} has {} costs for a pool of {n} rows", c.len()),
+            ));
+        }
+    }
     // ---- selection (timed: normalising the rows in place and making them resident is
     // selection work, not I/O) ----
     let t = std::time::Instant::now();
@@ -198,6 +255,5 @@ pub fn run(a: SelectArgs) -> Result<()> {
     if costs.is_some() {
         out["tokens"] = sel.tokens_selected.into();
     }
-    println!("{out}");
-    Ok(())
+    super::print_out(&format!("{out}\n"))
 }
