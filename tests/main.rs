@@ -16,6 +16,7 @@ mod http;
 mod io;
 mod mask;
 mod pipeline;
+mod properties;
 mod rerank;
 mod scorers;
 mod slow;
