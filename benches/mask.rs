@@ -66,7 +66,7 @@ fn benches(c: &mut Criterion) {
     let next = turn(&mut rng, 500);
     let doc = Value::Array(msgs).to_string();
     let counter = ctxprune::tokens::counter("o200k_base").unwrap();
-    let traj = Trajectory::parse(&doc, Format::OpenAi).unwrap();
+    let traj = Trajectory::parse(&doc, Some(Format::OpenAi)).unwrap();
     let mut g = c.benchmark_group("cpu");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))

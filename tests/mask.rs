@@ -6,7 +6,7 @@ use ctxprune::tokens::Approx;
 use serde_json::{json, Value};
 
 /// Seven turns: turn 1 has two parallel calls, turn 2's observation is an error.
-fn openai() -> Value {
+pub fn openai() -> Value {
     let mut m = vec![json!({"role": "system", "content": "be brief", "x-extra": {"keep": true}})];
     m.push(json!({"role": "user", "content": "research"}));
     m.push(json!({"role": "assistant", "content": null, "tool_calls": [
@@ -25,7 +25,7 @@ fn openai() -> Value {
 }
 
 fn mask(doc: &Value, format: Format, cfg: MaskConfig) -> (Value, ctxprune::mask::masker::MaskStats) {
-    let mut t = Trajectory::parse(&doc.to_string(), format).unwrap();
+    let mut t = Trajectory::parse(&doc.to_string(), Some(format)).unwrap();
     let s = Masker::new(cfg, std::sync::Arc::new(Approx)).mask(&mut t);
     (serde_json::from_str(&t.to_json()).unwrap(), s)
 }
@@ -159,11 +159,11 @@ fn anthropic_blocks_and_bad_input() {
     );
     assert_eq!((s.turns, s.observations_masked), (2, 1));
     let orphan = json!([{"role": "tool", "tool_call_id": "zz", "content": "x"}]);
-    let e = Trajectory::parse(&orphan.to_string(), Format::OpenAi)
+    let e = Trajectory::parse(&orphan.to_string(), Some(Format::OpenAi))
         .unwrap_err()
         .to_string();
     assert!(e.contains("messages[0]") && e.contains("zz"), "{e}");
-    assert!(Trajectory::parse("{not json", Format::OpenAi)
+    assert!(Trajectory::parse("{not json", Some(Format::OpenAi))
         .unwrap_err()
         .to_string()
         .contains("malformed JSON"));
@@ -302,7 +302,7 @@ fn semantic_masker_keeps_stale_observations_that_add_a_new_direction() {
     rows[1] = vec![0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
     rows[1][1] = 1.0; // no live observation has direction 1
     let e = ctxprune::Embeddings::from_rows(&rows, "obs").unwrap();
-    let traj = Trajectory::parse(&openai().to_string(), Format::OpenAi).unwrap();
+    let traj = Trajectory::parse(&openai().to_string(), Some(Format::OpenAi)).unwrap();
     let mut m = Masker::new(MaskConfig::default(), std::sync::Arc::new(Approx)).session();
     let (edits, kept_back) = m.plan_semantic(&traj, &e, Method::Grn, 0.5, None).unwrap();
     assert_eq!(kept_back, 1);
@@ -368,7 +368,7 @@ fn a_masker_is_shared_and_sessions_are_per_conversation() {
             msgs.push(serde_json::json!({"role": "assistant", "tool_calls": [{"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}));
             msgs.push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": body}));
         }
-        Trajectory::parse(&serde_json::Value::Array(msgs).to_string(), Format::OpenAi).unwrap()
+        Trajectory::parse(&serde_json::Value::Array(msgs).to_string(), Some(Format::OpenAi)).unwrap()
     };
     // Same length (19 bytes), 10 words against 1.
     let (a, b) = (conv("a b c d e f g h i j"), conv("abcdefghijklmnopqrs"));
@@ -382,4 +382,204 @@ fn a_masker_is_shared_and_sessions_are_per_conversation() {
     assert_eq!(session.plan(&a).1, sa);
     assert_eq!(session.plan(&a).1, sa, "a re-plan from the cache");
     assert_eq!(m.session().plan(&b).1, sb, "another conversation: its own counts");
+}
+
+fn masker(cfg: MaskConfig) -> Masker {
+    Masker::new(cfg, std::sync::Arc::new(Approx))
+}
+
+fn err(text: &str, format: Option<Format>) -> String {
+    Trajectory::parse(text, format).unwrap_err().to_string()
+}
+
+/// One assistant message holding a tool_use and its tool_result used to index a turn that
+/// did not exist yet (a panic); the Anthropic API requires results in a later user
+/// message, so it is an error naming the block.
+#[test]
+fn a_tool_result_beside_its_tool_use_is_an_error_not_a_panic() {
+    let doc = r#"{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}},{"type":"tool_result","tool_use_id":"t1","content":"r"}]}]}"#;
+    for f in [Some(Format::Anthropic), None] {
+        let e = err(doc, f);
+        assert!(
+            e.contains("messages[0].content[1]") && e.contains("tool_result"),
+            "{e}"
+        );
+    }
+    let e = err(
+        r#"[{"role":"user","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]}]"#,
+        None,
+    );
+    assert!(
+        e.contains("messages[0].content[0]") && e.contains("\"user\""),
+        "{e}"
+    );
+    let e = err(
+        r#"[{"role":"user","tool_calls":[{"id":"a","function":{"name":"f"}}]}]"#,
+        Some(Format::OpenAi),
+    );
+    assert!(
+        e.contains("messages[0].tool_calls") && e.contains("\"user\""),
+        "{e}"
+    );
+}
+
+fn anthropic() -> Value {
+    json!({"model": "m", "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "searching"},
+            {"type": "tool_use", "id": "u1", "name": "search", "input": {"q": "a"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u1", "content": "A"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "u2", "name": "open", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u2", "content": "B"}]}
+    ]})
+}
+
+/// A wrong `--format` used to find no calls and return the input unmasked.
+#[test]
+fn the_format_is_detected_and_a_wrong_one_is_an_error_naming_the_marker() {
+    assert_eq!(Format::detect(&openai()).unwrap(), Some(Format::OpenAi));
+    assert_eq!(Format::detect(&anthropic()).unwrap(), Some(Format::Anthropic));
+    assert_eq!(
+        Format::detect(&json!([{"role": "user", "content": "hi"}])).unwrap(),
+        None
+    );
+    assert!(Format::detect(&json!(3)).is_err());
+    let e = err(&anthropic().to_string(), Some(Format::OpenAi));
+    assert!(
+        e.contains("openai was given, but messages[1].content[1] is an Anthropic tool_use block"),
+        "{e}"
+    );
+    let e = err(&openai().to_string(), Some(Format::Anthropic));
+    assert!(
+        e.contains("anthropic was given, but messages[2].tool_calls is an OpenAI tool call list"),
+        "{e}"
+    );
+    // Both formats in one document: detection names both places.
+    let mut mixed = openai();
+    mixed
+        .as_array_mut()
+        .unwrap()
+        .push(anthropic()["messages"][1].clone());
+    let e = Format::detect(&mixed).unwrap_err().to_string();
+    assert!(
+        e.contains("openai was detected at messages[2].tool_calls")
+            && e.contains("messages[17].content[1] is an Anthropic tool_use block"),
+        "{e}"
+    );
+    assert_eq!(e, err(&mixed.to_string(), None));
+    assert!(err(&mixed.to_string(), Some(Format::OpenAi)).contains("messages[17].content[1]"));
+    // Auto reads each format as the explicit one does.
+    for (doc, f) in [(openai(), Format::OpenAi), (anthropic(), Format::Anthropic)] {
+        let a = Trajectory::parse(&doc.to_string(), None).unwrap();
+        let b = Trajectory::parse(&doc.to_string(), Some(f)).unwrap();
+        assert_eq!((a.format(), a.turns()), (Some(f), b.turns()));
+    }
+    // A conversation with no calls yet settles its format at the first marker.
+    let mut t = Trajectory::parse(r#"[{"role":"user","content":"q"}]"#, None).unwrap();
+    assert_eq!(t.format(), None);
+    t.extend(anthropic()["messages"].as_array().unwrap()[1..3].to_vec())
+        .unwrap();
+    assert_eq!((t.format(), t.turns().len()), (Some(Format::Anthropic), 1));
+    let e = t.extend(vec![
+        json!({"role": "tool", "tool_call_id": "u1", "content": "x"}),
+    ]);
+    assert!(e.unwrap_err().to_string().contains(
+        "anthropic was detected at messages[1].content[1], but messages[3] is an OpenAI tool message"
+    ),);
+}
+
+/// Two tool messages answering one call id: the first used to be neither masked nor
+/// counted. The APIs require one answer per call id.
+#[test]
+fn two_answers_to_one_call_and_reused_open_ids_are_errors_naming_both_places() {
+    let call = |id: &str| json!({"role": "assistant", "tool_calls": [{"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]});
+    let tool = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": "r"});
+    let e = err(&json!([call("a"), tool("a"), tool("a")]).to_string(), None);
+    assert!(
+        e.contains("messages[2]")
+            && e.contains("messages[1] already answered")
+            && e.contains("messages[0].tool_calls[0]"),
+        "{e}"
+    );
+    let mut doc = anthropic();
+    doc["messages"][4]["content"][0]["tool_use_id"] = json!("u1");
+    let e = err(&doc.to_string(), None);
+    assert!(
+        e.contains("messages[4].content[0]") && e.contains("messages[2].content[0] already answered"),
+        "{e}"
+    );
+    // An id reused while its call is unanswered: which call an answer belongs to is unknown.
+    let e = err(&json!([call("a"), call("a"), tool("a")]).to_string(), None);
+    assert!(
+        e.contains("messages[1].tool_calls[0]") && e.contains("messages[0].tool_calls[0]"),
+        "{e}"
+    );
+    // An id reused after its call was answered is a new call.
+    let t = Trajectory::parse(
+        &json!([call("a"), tool("a"), call("a"), tool("a")]).to_string(),
+        None,
+    )
+    .unwrap();
+    let obs: Vec<_> = t
+        .turns()
+        .iter()
+        .map(|t| t.calls[0].observation.unwrap().message)
+        .collect();
+    assert_eq!(obs, [1, 3]);
+    // A failed extend leaves the trajectory as it was.
+    let mut t = Trajectory::parse(&json!([call("a"), tool("a")]).to_string(), None).unwrap();
+    let before = (t.to_json(), t.turns().to_vec(), t.messages().len());
+    assert!(t.extend(vec![call("b"), tool("b"), tool("b")]).is_err());
+    assert!(t
+        .extend(vec![
+            json!({"role": "tool", "tool_call_id": "a", "is_error": "yes"})
+        ])
+        .is_err());
+    assert_eq!((t.to_json(), t.turns().to_vec(), t.messages().len()), before);
+    t.extend(vec![call("b"), tool("b")]).unwrap();
+    assert_eq!(t.turns().len(), 2);
+}
+
+/// The output is the input with only masked contents replaced: big integers, number
+/// spellings, escapes, whitespace and duplicate keys survive.
+#[test]
+fn every_byte_outside_the_masked_contents_is_kept() {
+    let text = "{\"messages\": [], \"model\":\"m\",\r\n \"messages\" : [\n {\"role\":\"user\" , \"content\":\"caf\\u00e9 \\ud83d\\ude00 \\/\", \"n\": 123456789012345678901234567890, \"f\": [1e5, 1.0, -0.0, 2E-3]},\r\n\t{\"role\": \"assistant\",\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}], \"id\": 123456789012345678901234567890},\n {\"role\":\"tool\",\"tool_call_id\":\"a\",\"content\":\"old\",\"x\":{\"content\":1},\"c\\u006fntent\" : \"dup\"  , \"x\":1.50},\n {\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"b\",\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]},\n {\"role\":\"tool\",\"tool_call_id\":\"b\"   }\n], \"z\": 1.0}\n";
+    let mut t = Trajectory::parse(text, None).unwrap();
+    let m = masker(MaskConfig {
+        window: 0,
+        placeholder: "[{tool} \"{lines}\"]".into(),
+        ..MaskConfig::default()
+    });
+    assert_eq!(m.mask(&mut t).observations_masked, 2);
+    let want = text
+        .replace(
+            "\"c\\u006fntent\" : \"dup\"",
+            "\"c\\u006fntent\" : \"[f \\\"1\\\"]\"",
+        )
+        .replace("\"b\"   }", "\"b\"   ,\"content\":\"[g \\\"0\\\"]\"}");
+    assert_eq!(t.to_json(), want);
+    // Appended messages go before the messages array's closing bracket.
+    t.extend(vec![
+        json!({"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "h", "arguments": "{}"}}]}),
+        json!({"role": "tool", "tool_call_id": "c", "content": "new"}),
+    ])
+    .unwrap();
+    let appended = ",{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"h\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":\"new\"}";
+    let want = want.replace("\n], \"z\"", &format!("\n{appended}], \"z\""));
+    assert_eq!(t.to_json(), want);
+    // Into an empty array, with no leading comma.
+    let mut t = Trajectory::parse(" [ ] ", None).unwrap();
+    t.extend(vec![json!({"role": "user", "content": "q"})]).unwrap();
+    assert_eq!(t.to_json(), " [ {\"role\":\"user\",\"content\":\"q\"}] ");
+    // Replacing where there is no observation is an error.
+    let e = t.replace(
+        ctxprune::mask::Loc {
+            message: 0,
+            block: None,
+        },
+        "x",
+    );
+    assert!(e.unwrap_err().to_string().contains("messages[0]"));
 }

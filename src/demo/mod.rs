@@ -119,7 +119,7 @@ fn mask_section(out: &mut String) -> Result<()> {
             },
         ),
     ] {
-        let mut traj = Trajectory::parse(&doc, Format::OpenAi)?;
+        let mut traj = Trajectory::parse(&doc, Some(Format::OpenAi))?;
         let s = Masker::new(cfg, counter.clone()).mask(&mut traj);
         let _ = writeln!(
             out,

@@ -187,7 +187,7 @@ impl MaskSession {
     /// observations seen before are reused, so an agent loop re-planning after each turn
     /// pays only for what is new.
     pub fn plan(&mut self, traj: &Trajectory) -> (Vec<(super::Loc, String)>, MaskStats) {
-        let turns = &traj.turns;
+        let turns = traj.turns();
         let msgs = traj.messages();
         let mut msg_tokens = Vec::with_capacity(msgs.len());
         for (m, v) in msgs.iter().enumerate() {
@@ -291,7 +291,7 @@ impl MaskSession {
     ) -> crate::error::Result<(Vec<(super::Loc, String)>, usize)> {
         use crate::select::{select, Inputs, Mode, SelectConfig};
         let locs: Vec<super::Loc> = traj
-            .turns
+            .turns()
             .iter()
             .flat_map(|t| t.calls.iter().filter_map(|c| c.observation))
             .collect();
@@ -329,7 +329,17 @@ impl MaskSession {
     pub fn mask(&mut self, traj: &mut Trajectory) -> MaskStats {
         let (edits, stats) = self.plan(traj);
         for (loc, text) in edits {
-            traj.replace(loc, &text);
+            // The counts cached for this message and observation are keyed by length,
+            // which the placeholder may share: forget them.
+            if let Some(v) = traj.messages().get(loc.message) {
+                self.cache.remove(&(loc.message, None, message_len(v)));
+            }
+            if let Some(c) = traj.call_at(loc) {
+                let key = (loc.message, Some(loc.block.unwrap_or(usize::MAX)), c.text.len());
+                self.cache.remove(&key);
+            }
+            let done = traj.replace(loc, &text);
+            debug_assert!(done.is_ok(), "plan's edits are the trajectory's observations");
         }
         stats
     }

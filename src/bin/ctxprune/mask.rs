@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct MaskArgs {
-    /// openai or anthropic.
+    /// auto (from the document), openai or anthropic.
     #[arg(long)]
     pub format: String,
     /// Turns whose observations are kept.
@@ -43,11 +43,27 @@ pub struct MaskArgs {
     pub stats: Option<PathBuf>,
 }
 
+/// The library names an option (`format`); the CLI names its flag.
+fn flag(e: Error) -> Error {
+    match e {
+        Error::InvalidArgument { name, msg } if name == "format" => Error::invalid(format!("--{name}"), msg),
+        e => e,
+    }
+}
+
 /// Runs `ctxprune mask`.
 pub fn run(a: MaskArgs) -> Result<()> {
     use ctxprune::mask::masker::{MaskConfig, Masker};
     use ctxprune::mask::{Format, Trajectory};
-    let format: Format = a.format.parse()?;
+    let format: Option<Format> = match a.format.as_str() {
+        "auto" => None,
+        f => Some(f.parse().map_err(|_| {
+            Error::invalid(
+                "--format",
+                format!("unknown format '{f}' (auto, openai, anthropic)"),
+            )
+        })?),
+    };
     let keep_errors = match a.keep_errors.as_str() {
         "true" => true,
         "false" => false,
@@ -84,16 +100,20 @@ pub fn run(a: MaskArgs) -> Result<()> {
         cfg.placeholder = p;
     }
     let counter = ctxprune::tokens::counter(&a.tokenizer)?;
+    let masker = Masker::new(cfg, counter);
     let mut input = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).map_err(|e| Error::io("<stdin>", e))?;
-    let mut traj = Trajectory::parse(&input, format)?;
-    let stats = Masker::new(cfg, counter).mask(&mut traj);
+    let mut traj = Trajectory::parse(&input, format).map_err(flag)?;
+    let stats = masker.mask(&mut traj);
     // Everything is computed before anything is written: bad input never half-writes.
     let out = traj.to_json();
     if let Some(p) = &a.stats {
         let s = serde_json::to_string(&stats).map_err(|e| Error::invalid("stats", e.to_string()))?;
         std::fs::write(p, s).map_err(|e| Error::io(p, e))?;
     }
-    println!("{out}");
-    Ok(())
+    // The input's bytes, its final newline (or none) included.
+    let mut stdout = std::io::stdout().lock();
+    std::io::Write::write_all(&mut stdout, out.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut stdout))
+        .map_err(|e| Error::io("<stdout>", e))
 }
