@@ -73,11 +73,13 @@ fn benches(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(5));
     g.bench_function("mask_first_pass_500_turns_1000_obs_o200k", |b| {
         b.iter(|| {
-            let m = Masker::new(MaskConfig::default(), counter.clone());
+            let m = Masker::new(MaskConfig::default(), counter.clone()).unwrap();
             black_box(m.plan(&traj))
         })
     });
-    let mut warm = Masker::new(MaskConfig::default(), counter.clone()).session();
+    let mut warm = Masker::new(MaskConfig::default(), counter.clone())
+        .unwrap()
+        .session();
     let first = warm.plan(&traj).1;
     eprintln!("first pass: {first:?}");
     g.bench_function("mask_replan_after_one_more_turn_cached", |b| {

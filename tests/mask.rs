@@ -26,7 +26,9 @@ pub fn openai() -> Value {
 
 fn mask(doc: &Value, format: Format, cfg: MaskConfig) -> (Value, ctxprune::mask::masker::MaskStats) {
     let mut t = Trajectory::parse(&doc.to_string(), Some(format)).unwrap();
-    let s = Masker::new(cfg, std::sync::Arc::new(Approx)).mask(&mut t);
+    let s = Masker::new(cfg, std::sync::Arc::new(Approx))
+        .unwrap()
+        .mask(&mut t);
     (serde_json::from_str(&t.to_json()).unwrap(), s)
 }
 
@@ -303,7 +305,9 @@ fn semantic_masker_keeps_stale_observations_that_add_a_new_direction() {
     rows[1][1] = 1.0; // no live observation has direction 1
     let e = ctxprune::Embeddings::from_rows(&rows, "obs").unwrap();
     let traj = Trajectory::parse(&openai().to_string(), Some(Format::OpenAi)).unwrap();
-    let mut m = Masker::new(MaskConfig::default(), std::sync::Arc::new(Approx)).session();
+    let mut m = Masker::new(MaskConfig::default(), std::sync::Arc::new(Approx))
+        .unwrap()
+        .session();
     let (edits, kept_back) = m.plan_semantic(&traj, &e, Method::Grn, 0.5, None).unwrap();
     assert_eq!(kept_back, 1);
     assert_eq!(edits.len(), 1);
@@ -360,7 +364,7 @@ fn a_masker_is_shared_and_sessions_are_per_conversation() {
             text.split_whitespace().count()
         }
     }
-    let m = Masker::new(MaskConfig::default(), std::sync::Arc::new(Words));
+    let m = Masker::new(MaskConfig::default(), std::sync::Arc::new(Words)).unwrap();
     let conv = |body: &str| -> Trajectory {
         let mut msgs = vec![serde_json::json!({"role": "user", "content": "q"})];
         for t in 0..8 {
@@ -385,7 +389,7 @@ fn a_masker_is_shared_and_sessions_are_per_conversation() {
 }
 
 fn masker(cfg: MaskConfig) -> Masker {
-    Masker::new(cfg, std::sync::Arc::new(Approx))
+    Masker::new(cfg, std::sync::Arc::new(Approx)).unwrap()
 }
 
 fn err(text: &str, format: Option<Format>) -> String {
@@ -569,6 +573,11 @@ fn every_byte_outside_the_masked_contents_is_kept() {
     let appended = ",{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"h\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":\"new\"}";
     let want = want.replace("\n], \"z\"", &format!("\n{appended}], \"z\""));
     assert_eq!(t.to_json(), want);
+    m.mask(&mut t);
+    assert_eq!(
+        t.to_json(),
+        want.replace("\"content\":\"new\"", "\"content\":\"[h \\\"1\\\"]\"")
+    );
     // Into an empty array, with no leading comma.
     let mut t = Trajectory::parse(" [ ] ", None).unwrap();
     t.extend(vec![json!({"role": "user", "content": "q"})]).unwrap();
@@ -582,4 +591,83 @@ fn every_byte_outside_the_masked_contents_is_kept() {
         "x",
     );
     assert!(e.unwrap_err().to_string().contains("messages[0]"));
+}
+
+/// The placeholder used to be expanded by chained replaces, so a tool named
+/// `{args}{tokens}` rendered as `{tool}13({tool})`.
+#[test]
+fn the_placeholder_is_expanded_once_and_unknown_fields_are_errors() {
+    let doc = json!([
+        {"role": "assistant", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "{args}{tokens}", "arguments": "{tool}"}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "abcdefghijklmnopqrstuvwxyz"},
+        {"role": "assistant", "tool_calls": [{"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    ]);
+    let (out, _) = mask(
+        &doc,
+        Format::OpenAi,
+        MaskConfig {
+            window: 1,
+            placeholder: "{tool}({args}) {tokens} {} {x-y} {{lines}}".into(),
+            ..MaskConfig::default()
+        },
+    );
+    assert_eq!(out[1]["content"], "{args}{tokens}({tool}) 7 {} {x-y} {1}");
+    for (p, name) in [
+        ("{tool} {result}", "{result}"),
+        ("{Tool}", "{Tool}"),
+        ("{a_1}", "{a_1}"),
+    ] {
+        let e = Masker::new(
+            MaskConfig {
+                placeholder: p.into(),
+                ..MaskConfig::default()
+            },
+            std::sync::Arc::new(Approx),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(name) && e.contains("{tool}, {args}, {tokens}, {lines}"),
+            "{e}"
+        );
+    }
+    let e = Masker::new(
+        MaskConfig {
+            step: 0,
+            ..MaskConfig::default()
+        },
+        std::sync::Arc::new(Approx),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("step"), "{e}");
+}
+
+/// An agent loop re-masks its masked history every turn: the second pass recognises the
+/// placeholders (the counts in them may be any digits), leaves them and counts them as
+/// masked; the tokens it reports are the masked context's.
+#[test]
+fn masking_twice_changes_nothing() {
+    let m = masker(MaskConfig::default());
+    let mut t = Trajectory::parse(&openai().to_string(), None).unwrap();
+    let s1 = m.mask(&mut t);
+    let once = t.to_json();
+    let mut again = Trajectory::parse(&once, None).unwrap();
+    let s2 = m.mask(&mut again);
+    assert_eq!(again.to_json(), once);
+    assert_eq!(
+        (s2.observations_masked, s2.observations_kept),
+        (s1.observations_masked, s1.observations_kept)
+    );
+    assert_eq!(
+        s2.tokens_before, s1.tokens_after,
+        "the masked context, counted as given"
+    );
+    assert_eq!(s2.tokens_after, s2.tokens_before, "this pass saves nothing");
+    // In place, with one session: the same.
+    let mut session = m.session();
+    let mut t = Trajectory::parse(&openai().to_string(), None).unwrap();
+    assert_eq!(session.mask(&mut t), s1);
+    assert_eq!(session.mask(&mut t), s2);
+    assert_eq!(t.to_json(), once);
 }

@@ -19,6 +19,7 @@
 pub mod masker;
 pub mod pages;
 mod spans;
+mod template;
 
 use crate::error::{Error, Result};
 use serde_json::Value;

@@ -32,7 +32,7 @@ pub struct MaskArgs {
     /// Move the masking boundary in steps of this many turns.
     #[arg(long, default_value_t = 1)]
     pub step: usize,
-    /// Placeholder template ({tool}, {args}, {tokens}, {lines}).
+    /// Placeholder template ({tool}, {args}, {tokens}, {lines}; other braces are literal).
     #[arg(long)]
     pub placeholder: Option<String>,
     /// o200k_base, cl100k_base or approx.
@@ -43,10 +43,14 @@ pub struct MaskArgs {
     pub stats: Option<PathBuf>,
 }
 
-/// The library names an option (`format`); the CLI names its flag.
+/// The library names an option (`step`, `placeholder`, `format`); the CLI names its flag.
 fn flag(e: Error) -> Error {
     match e {
-        Error::InvalidArgument { name, msg } if name == "format" => Error::invalid(format!("--{name}"), msg),
+        Error::InvalidArgument { name, msg }
+            if matches!(name.as_str(), "step" | "placeholder" | "format") =>
+        {
+            Error::invalid(format!("--{name}"), msg)
+        }
         e => e,
     }
 }
@@ -74,9 +78,6 @@ pub fn run(a: MaskArgs) -> Result<()> {
             ))
         }
     };
-    if a.step == 0 {
-        return Err(Error::invalid("--step", "must be at least 1"));
-    }
     let list = |s: &Option<String>| -> Vec<String> {
         s.as_deref().map_or_else(Vec::new, |s| {
             s.split(',')
@@ -100,7 +101,7 @@ pub fn run(a: MaskArgs) -> Result<()> {
         cfg.placeholder = p;
     }
     let counter = ctxprune::tokens::counter(&a.tokenizer)?;
-    let masker = Masker::new(cfg, counter);
+    let masker = Masker::new(cfg, counter).map_err(flag)?;
     let mut input = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).map_err(|e| Error::io("<stdin>", e))?;
     let mut traj = Trajectory::parse(&input, format).map_err(flag)?;
