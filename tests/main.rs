@@ -4,6 +4,8 @@
 mod backend;
 #[cfg(feature = "cli")]
 mod cli;
+#[cfg(feature = "cli")]
+mod cli_mask;
 mod cost;
 #[cfg(feature = "cuda-emu")]
 mod emulator;

@@ -3,13 +3,15 @@
 use ctxprune::{Error, Result};
 use std::path::PathBuf;
 
+// Numeric flags take negative numbers as values, so `--window -1` is refused by the
+// value parser, naming the flag, not taken for an unknown flag.
 #[derive(clap::Args)]
 pub struct MaskArgs {
     /// auto (from the document), openai or anthropic.
     #[arg(long)]
     pub format: String,
     /// Turns whose observations are kept.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true)]
     pub window: usize,
     /// Keep error observations (true or false).
     #[arg(long, default_value = "true")]
@@ -24,16 +26,16 @@ pub struct MaskArgs {
     #[arg(long)]
     pub tools_mask: Option<String>,
     /// Mask only when the context exceeds this many tokens.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub trigger_tokens: Option<usize>,
     /// Mask only when at least this many tokens would be cleared.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub clear_at_least: usize,
     /// Move the masking boundary in steps of this many turns.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub step: usize,
     /// Placeholder template ({tool}, {args}, {tokens}, {lines}; other braces are literal).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub placeholder: Option<String>,
     /// o200k_base, cl100k_base or approx.
     #[arg(long, default_value = "o200k_base")]
