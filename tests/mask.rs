@@ -601,3 +601,484 @@ fn masking_twice_changes_nothing() {
     assert_eq!(session.mask(&mut t), s2);
     assert_eq!(t.to_json(), once);
 }
+
+/// Random trajectories in both formats, written with odd whitespace, escapes, duplicate
+/// keys, absent contents, 30-digit integers and unusual number spellings.
+mod generated {
+    use ctxprune::mask::Loc;
+    use ctxprune::rng::Rng;
+    use std::collections::HashMap;
+    use std::ops::Range;
+
+    /// JSON as written: numbers and literals verbatim (serde_json would rewrite them).
+    #[derive(Clone, Debug)]
+    pub enum J {
+        Raw(&'static str),
+        Str(String),
+        Arr(Vec<J>),
+        /// Members, and the location when the object is an observation.
+        Obj(Vec<(String, J)>, Option<Loc>),
+    }
+
+    fn s(x: &str) -> J {
+        J::Str(x.into())
+    }
+
+    fn obj(m: Vec<(&str, J)>) -> J {
+        J::Obj(m.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), None)
+    }
+
+    /// An observation object as written: its last "content" value, its closing brace and
+    /// whether it has no members.
+    pub type Written = HashMap<Loc, (Option<Range<usize>>, usize, bool)>;
+
+    /// Writes `j` with random whitespace between tokens (not around it), recording where
+    /// each observation object's content and closing brace are.
+    pub fn write(j: &J, rng: &mut Rng, out: &mut String, obs: &mut Written) {
+        match j {
+            J::Raw(r) => out.push_str(r),
+            J::Str(x) => string(x, rng, out),
+            J::Arr(items) => {
+                out.push('[');
+                for (i, it) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    ws(rng, out);
+                    write(it, rng, out, obs);
+                    ws(rng, out);
+                }
+                if items.is_empty() {
+                    ws(rng, out);
+                }
+                out.push(']');
+            }
+            J::Obj(members, loc) => {
+                out.push('{');
+                let mut content = None;
+                for (i, (k, v)) in members.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    ws(rng, out);
+                    string(k, rng, out);
+                    ws(rng, out);
+                    out.push(':');
+                    ws(rng, out);
+                    let start = out.len();
+                    write(v, rng, out, obs);
+                    if k == "content" {
+                        content = Some(start..out.len());
+                    }
+                    ws(rng, out);
+                }
+                if members.is_empty() {
+                    ws(rng, out);
+                }
+                if let Some(l) = loc {
+                    obs.insert(*l, (content, out.len(), members.is_empty()));
+                }
+                out.push('}');
+            }
+        }
+    }
+
+    /// The document's text, and where its observations are.
+    pub fn text(j: &J, rng: &mut Rng) -> (String, Written) {
+        let (mut out, mut obs) = (String::new(), Written::new());
+        ws(rng, &mut out);
+        write(j, rng, &mut out, &mut obs);
+        ws(rng, &mut out);
+        (out, obs)
+    }
+
+    fn ws(rng: &mut Rng, out: &mut String) {
+        out.push_str(["", "", "", " ", "\n  ", "\t", "\r\n "][rng.below(7)]);
+    }
+
+    /// A JSON string, escaping some characters that need no escape.
+    fn string(x: &str, rng: &mut Rng, out: &mut String) {
+        out.push('"');
+        for c in x.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                c if (c as u32) < 0x20 || (!c.is_ascii() && rng.below(2) == 0) || rng.below(20) == 0 => {
+                    let mut b = [0u16; 2];
+                    for u in c.encode_utf16(&mut b) {
+                        out.push_str(&format!("\\u{:04x}", u));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+
+    const WORDS: [&str; 8] = [
+        "alpha",
+        "β-test",
+        "😀",
+        "line\nbreak",
+        "\"quoted\"",
+        "back\\slash",
+        "tab\t",
+        "x",
+    ];
+    const TOOLS: [&str; 4] = ["search", "open", "{args}{tokens}", "ünï"];
+
+    fn words(rng: &mut Rng) -> String {
+        (0..1 + rng.below(12))
+            .map(|_| WORDS[rng.below(WORDS.len())])
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn extras(rng: &mut Rng, m: &mut Vec<(String, J)>) {
+        let all: [(&str, J); 6] = [
+            ("x-big", J::Raw("123456789012345678901234567890")),
+            ("x-f", J::Raw("1e5")),
+            ("x-g", J::Raw("1.0")),
+            (
+                "x-h",
+                J::Arr(vec![
+                    J::Raw("-0.0"),
+                    J::Raw("2E-3"),
+                    J::Raw("-123456789012345678901234567890"),
+                ]),
+            ),
+            ("x-u", s("é😀\u{1}")),
+            ("x-o", obj(vec![("content", s("nested")), ("k", J::Raw("null"))])),
+        ];
+        for (k, v) in all {
+            if rng.below(4) == 0 {
+                m.push((k.into(), v));
+            }
+        }
+    }
+
+    /// An observation's members after its id: a content in one of several shapes, maybe an
+    /// error flag, maybe extra fields.
+    fn observation(rng: &mut Rng, m: &mut Vec<(String, J)>) {
+        match rng.below(6) {
+            0 => {}
+            1 => m.push((
+                "content".into(),
+                J::Arr(vec![obj(vec![("type", s("text")), ("text", J::Str(words(rng)))])]),
+            )),
+            2 => {
+                m.push(("content".into(), J::Raw("1e5")));
+                m.push(("x".into(), J::Raw("true")));
+                m.push(("content".into(), J::Str(words(rng))));
+            }
+            3 => m.push(("content".into(), J::Raw("123456789012345678901234567890"))),
+            _ => m.push(("content".into(), J::Str(words(rng)))),
+        }
+        match rng.below(4) {
+            0 => m.push(("is_error".into(), J::Raw("true"))),
+            1 => m.push(("is_error".into(), J::Raw("false"))),
+            _ => {}
+        }
+        extras(rng, m);
+    }
+
+    /// A trajectory of `turns` tool-calling turns of 1 to 3 parallel calls, some never
+    /// answered, as a document (an array, or an object with "messages").
+    pub fn trajectory(rng: &mut Rng, anthropic: bool, turns: usize) -> J {
+        let mut msgs = Vec::new();
+        let mut first = vec![
+            ("role".to_string(), s("user")),
+            ("content".to_string(), J::Str(words(rng))),
+        ];
+        extras(rng, &mut first);
+        msgs.push(J::Obj(first, None));
+        for t in 0..turns {
+            let calls: Vec<(String, &str, String)> = (0..1 + rng.below(3))
+                .map(|k| {
+                    let args = format!(
+                        "{{\"q\":\"{}\",\"n\":123456789012345678901234567890}}",
+                        rng.below(100)
+                    );
+                    (format!("c{t}.{k}é"), TOOLS[rng.below(TOOLS.len())], args)
+                })
+                .collect();
+            let answered: Vec<bool> = calls.iter().map(|_| rng.below(8) != 0).collect();
+            if anthropic {
+                let mut blocks = Vec::new();
+                if rng.below(2) == 0 {
+                    blocks.push(obj(vec![("type", s("text")), ("text", J::Str(words(rng)))]));
+                }
+                for (id, tool, _) in &calls {
+                    blocks.push(obj(vec![
+                        ("type", s("tool_use")),
+                        ("id", J::Str(id.clone())),
+                        ("name", s(tool)),
+                        ("input", obj(vec![("q", s("v")), ("n", J::Raw("1.0"))])),
+                    ]));
+                }
+                let mut a = vec![
+                    ("role".to_string(), s("assistant")),
+                    ("content".to_string(), J::Arr(blocks)),
+                ];
+                extras(rng, &mut a);
+                msgs.push(J::Obj(a, None));
+                let m = msgs.len();
+                let mut results = Vec::new();
+                for ((id, _, _), ok) in calls.iter().zip(&answered) {
+                    if *ok {
+                        let mut r = vec![
+                            ("type".to_string(), s("tool_result")),
+                            ("tool_use_id".to_string(), J::Str(id.clone())),
+                        ];
+                        observation(rng, &mut r);
+                        let b = results.len();
+                        results.push(J::Obj(
+                            r,
+                            Some(Loc {
+                                message: m,
+                                block: Some(b),
+                            }),
+                        ));
+                    }
+                }
+                if !results.is_empty() {
+                    msgs.push(J::Obj(
+                        vec![("role".into(), s("user")), ("content".into(), J::Arr(results))],
+                        None,
+                    ));
+                }
+            } else {
+                let list = calls
+                    .iter()
+                    .map(|(id, tool, args)| {
+                        obj(vec![
+                            ("id", J::Str(id.clone())),
+                            ("type", s("function")),
+                            (
+                                "function",
+                                obj(vec![("name", s(tool)), ("arguments", J::Str(args.clone()))]),
+                            ),
+                        ])
+                    })
+                    .collect();
+                let mut a = vec![
+                    ("role".to_string(), s("assistant")),
+                    ("content".to_string(), J::Raw("null")),
+                    ("tool_calls".to_string(), J::Arr(list)),
+                ];
+                extras(rng, &mut a);
+                msgs.push(J::Obj(a, None));
+                for ((id, _, _), ok) in calls.iter().zip(&answered) {
+                    if *ok {
+                        let mut r = vec![
+                            ("role".to_string(), s("tool")),
+                            ("tool_call_id".to_string(), J::Str(id.clone())),
+                        ];
+                        observation(rng, &mut r);
+                        let m = msgs.len();
+                        msgs.push(J::Obj(
+                            r,
+                            Some(Loc {
+                                message: m,
+                                block: None,
+                            }),
+                        ));
+                    }
+                }
+            }
+        }
+        match rng.below(3) {
+            0 => J::Arr(msgs),
+            1 => obj(vec![
+                ("model", s("m")),
+                ("messages", J::Arr(msgs)),
+                ("z", J::Raw("-12.5e-3")),
+            ]),
+            _ => obj(vec![
+                ("messages", J::Arr(vec![])),
+                ("messages", J::Arr(msgs)),
+                ("t", J::Raw("0.1")),
+            ]),
+        }
+    }
+}
+
+fn set_content(doc: &mut Value, loc: ctxprune::mask::Loc, text: &str) {
+    let msgs = if doc.is_array() { doc } else { &mut doc["messages"] };
+    let node = match loc.block {
+        None => &mut msgs[loc.message],
+        Some(b) => &mut msgs[loc.message]["content"][b],
+    };
+    node["content"] = Value::from(text);
+}
+
+fn generated_config(rng: &mut ctxprune::rng::Rng) -> MaskConfig {
+    MaskConfig {
+        window: rng.below(4),
+        keep_errors: rng.below(2) == 0,
+        keep_first: rng.below(4) == 0,
+        step: 1 + rng.below(3),
+        placeholder: [
+            ctxprune::mask::masker::DEFAULT_PLACEHOLDER,
+            "<{tool}|{args}|{tokens}>",
+            "{lines}:{tokens}:{tool} {}",
+        ][rng.below(3)]
+        .into(),
+        ..MaskConfig::default()
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// (a) masking twice is masking once, byte for byte; (b) only observation contents
+    /// change; (c) every byte outside the replaced contents is the input's.
+    #[test]
+    fn masking_is_idempotent_and_changes_only_masked_contents(
+        seed in 0u64..u64::MAX,
+        anthropic in proptest::bool::ANY,
+        turns in 0usize..7,
+        given in proptest::bool::ANY,
+    ) {
+        let mut rng = ctxprune::rng::Rng::new(seed);
+        let doc = generated::trajectory(&mut rng, anthropic, turns);
+        let (text, written) = generated::text(&doc, &mut rng);
+        let format = given.then_some(if anthropic { Format::Anthropic } else { Format::OpenAi });
+        let m = masker(generated_config(&mut rng));
+        let traj = Trajectory::parse(&text, format).unwrap();
+        let (edits, _) = m.plan(&traj);
+        let mut session = m.session();
+        let mut t = traj.clone();
+        let s1 = session.mask(&mut t);
+        let once = t.to_json();
+
+        // (c): the input with exactly the planned contents replaced, where the generator
+        // wrote them (an absent content is inserted before the closing brace).
+        let mut cuts: Vec<(usize, usize, String)> = edits
+            .iter()
+            .map(|(loc, ph)| {
+                let (content, close, empty) = written[loc].clone();
+                let js = Value::from(ph.as_str()).to_string();
+                match content {
+                    Some(r) => (r.start, r.end, js),
+                    None => (close, close, format!("{}\"content\":{js}", if empty { "" } else { "," })),
+                }
+            })
+            .collect();
+        cuts.sort_by_key(|c| c.0);
+        let mut want = String::new();
+        let mut from = 0;
+        for (a, b, with) in cuts {
+            want.push_str(&text[from..a]);
+            want.push_str(&with);
+            from = b;
+        }
+        want.push_str(&text[from..]);
+        proptest::prop_assert_eq!(&once, &want);
+
+        // (b): as JSON, the output is the input with the masked contents replaced.
+        let mut input: Value = serde_json::from_str(&text).unwrap();
+        for (loc, ph) in &edits {
+            set_content(&mut input, *loc, ph);
+        }
+        let output: Value = serde_json::from_str(&once).unwrap();
+        proptest::prop_assert_eq!(input, output);
+
+        // (a): again, from the text and in place with the same session.
+        let mut again = Trajectory::parse(&once, format).unwrap();
+        let s2 = m.mask(&mut again);
+        proptest::prop_assert_eq!(&again.to_json(), &once);
+        proptest::prop_assert_eq!(
+            (s2.observations_masked, s2.observations_kept),
+            (s1.observations_masked, s1.observations_kept)
+        );
+        session.mask(&mut t);
+        proptest::prop_assert_eq!(&t.to_json(), &once);
+    }
+}
+
+/// Arbitrary JSON, with the keys and values trajectories use, up to depth 4.
+fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let word = prop::sample::select(vec![
+        "assistant",
+        "user",
+        "tool",
+        "system",
+        "tool_use",
+        "tool_result",
+        "text",
+        "function",
+        "a",
+        "b",
+        "",
+    ]);
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        (-1e6f64..1e6).prop_map(Value::from),
+        word.prop_map(Value::from),
+        "\\PC{0,6}".prop_map(Value::from),
+    ];
+    let key = prop::sample::select(vec![
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "type",
+        "id",
+        "name",
+        "function",
+        "arguments",
+        "input",
+        "tool_use_id",
+        "is_error",
+        "messages",
+        "text",
+        "x",
+    ]);
+    leaf.prop_recursive(4, 64, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((key.clone(), inner), 0..7)
+                .prop_map(|kv| { Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect()) }),
+        ]
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// (d) Parsing and masking any JSON never panics: it is an error, or output that is
+    /// JSON and stable under a second pass. Extending with any messages never panics and,
+    /// when refused, leaves the trajectory as it was.
+    #[test]
+    fn parse_and_mask_never_panic_on_arbitrary_json(v in arbitrary_json(), wrap in 0usize..3, window in 0usize..2) {
+        let doc = match wrap {
+            0 => v.clone(),
+            1 => json!({"messages": v.clone()}),
+            _ => json!([v.clone()]),
+        };
+        let text = doc.to_string();
+        let m = masker(MaskConfig { window, keep_errors: false, ..MaskConfig::default() });
+        for f in [None, Some(Format::OpenAi), Some(Format::Anthropic)] {
+            if let Ok(mut t) = Trajectory::parse(&text, f) {
+                m.mask(&mut t);
+                let once = t.to_json();
+                let _: Value = serde_json::from_str(&once).unwrap();
+                let mut again = Trajectory::parse(&once, f).unwrap();
+                m.mask(&mut again);
+                proptest::prop_assert_eq!(again.to_json(), once);
+            }
+            let mut t = Trajectory::parse(&openai().to_string(), None).unwrap();
+            let before = (t.to_json(), t.turns().to_vec());
+            let new = match &v { Value::Array(a) => a.clone(), other => vec![other.clone()] };
+            match t.extend(new) {
+                Ok(()) => { m.mask(&mut t); let _: Value = serde_json::from_str(&t.to_json()).unwrap(); }
+                Err(_) => proptest::prop_assert_eq!((t.to_json(), t.turns().to_vec()), before),
+            }
+        }
+    }
+}
