@@ -24,6 +24,7 @@ mod template;
 use crate::error::{Error, Result};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// The two message formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,11 +234,30 @@ struct Slot {
 }
 
 /// A call made and not superseded: its turn and index, and where it was made.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Opened {
     turn: usize,
     call: usize,
-    at: String,
+    at: CallAt,
+}
+
+/// Where a call was made: `messages[m].tool_calls[k]` (OpenAI) or `messages[m].content[k]`
+/// (Anthropic).
+#[derive(Clone, Copy, Debug)]
+struct CallAt {
+    format: Format,
+    message: usize,
+    index: usize,
+}
+
+impl std::fmt::Display for CallAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = match self.format {
+            Format::OpenAi => "tool_calls",
+            Format::Anthropic => "content",
+        };
+        write!(f, "messages[{}].{list}[{}]", self.message, self.index)
+    }
 }
 
 /// A parsed trajectory: the text as given, its JSON, and the turn index.
@@ -249,8 +269,9 @@ pub struct Trajectory {
     doc: Value,
     /// Turns in order.
     turns: Vec<Turn>,
-    /// The input text (never changed: a 10 MB trajectory is not copied per turn).
-    text: String,
+    /// The input text (never changed, so shared by clones: a 10 MB trajectory is not
+    /// copied per turn).
+    text: Arc<str>,
     /// Offset of the messages array's closing bracket in `text`.
     close: usize,
     /// Appended messages as written, inserted at `close`. Offsets (spans, edits) are in
@@ -278,10 +299,10 @@ fn content_text(c: &Value) -> String {
 }
 
 /// The string field `key` of `v`, or an error naming `at` and `what`.
-fn str_field<'v>(v: &'v Value, key: &str, at: &str, what: &str) -> Result<&'v str> {
+fn str_field<'v>(v: &'v Value, key: &str, at: impl std::fmt::Display, what: &str) -> Result<&'v str> {
     v.get(key)
         .and_then(Value::as_str)
-        .ok_or_else(|| Error::invalid(at, format!("{what} has no \"{key}\"")))
+        .ok_or_else(|| Error::invalid(at.to_string(), format!("{what} has no \"{key}\"")))
 }
 
 impl Trajectory {
@@ -300,7 +321,7 @@ impl Trajectory {
             }),
             doc: Value::Null,
             turns: Vec::new(),
-            text: String::new(),
+            text: Arc::from(""),
             close: layout.close,
             tail: String::new(),
             edits: BTreeMap::new(),
@@ -319,7 +340,7 @@ impl Trajectory {
         }
         let staged = t.stage(msgs, 0, &layout.messages)?;
         t.commit(staged);
-        t.text = text.to_string();
+        t.text = Arc::from(text);
         t.doc = doc;
         Ok(t)
     }
@@ -403,7 +424,11 @@ impl Trajectory {
             if !msg.is_object() {
                 return Err(Error::invalid(format!("messages[{m}]"), "is not an object"));
             }
-            let role = str_field(msg, "role", &format!("messages[{m}]"), "the message")?;
+            let here = Loc {
+                message: m,
+                block: None,
+            };
+            let role = str_field(msg, "role", here, "the message")?;
             let Some(known) = message_format(msg, m, ix.st.format.as_ref())? else {
                 continue;
             };
@@ -512,9 +537,8 @@ struct Indexer<'a> {
 
 impl Indexer<'_> {
     /// The latest call made with `id`: (turn, call, where it was made).
-    fn lookup(&self, id: &str) -> Option<(usize, usize, &str)> {
-        let o = self.st.open.get(id).or_else(|| self.t.open.get(id))?;
-        Some((o.turn, o.call, &o.at))
+    fn lookup(&self, id: &str) -> Option<Opened> {
+        self.st.open.get(id).or_else(|| self.t.open.get(id)).copied()
     }
 
     /// Where call `(turn, call)` was answered, if it was.
@@ -539,18 +563,19 @@ impl Indexer<'_> {
     }
 
     /// A call of the turn begun last, made at `at`.
-    fn call(&mut self, id: &str, tool: &str, args: String, at: String) -> Result<()> {
-        if let Some((t, c, prev)) = self.lookup(id) {
-            if self.answer_of(t, c).is_none() {
+    fn call(&mut self, id: &str, tool: &str, args: String, at: CallAt) -> Result<()> {
+        if let Some(prev) = self.lookup(id) {
+            if self.answer_of(prev.turn, prev.call).is_none() {
+                let prev = prev.at;
                 return Err(Error::invalid(
-                    at,
+                    at.to_string(),
                     format!("call id \"{id}\" is also the id of {prev}, which is not answered yet (call ids must be unique)"),
                 ));
             }
         }
         let turn = (self.t.turns.len() + self.st.turns.len()).saturating_sub(1);
         let Some(tr) = self.st.turns.last_mut() else {
-            return Err(Error::invalid(at, "a call outside a turn"));
+            return Err(Error::invalid(at.to_string(), "a call outside a turn"));
         };
         self.st.open.insert(
             id.into(),
@@ -568,7 +593,7 @@ impl Indexer<'_> {
     /// `obj` where it is in the text) answering call `id`.
     fn answer(&mut self, id: &str, loc: Loc, node: &Value, obj: Option<&spans::Obj>) -> Result<()> {
         let at = loc.to_string();
-        let (turn, call, made) = self
+        let Opened { turn, call, at: made } = self
             .lookup(id)
             .ok_or_else(|| Error::invalid(&at, format!("answers \"{id}\", which no earlier call made")))?;
         if let Some(prev) = self.answer_of(turn, call) {
@@ -618,11 +643,11 @@ impl Indexer<'_> {
 
     fn openai(&mut self, msg: &Value, m: usize, role: &str, sp: &spans::Message) -> Result<()> {
         if role == "tool" {
-            let id = str_field(msg, "tool_call_id", &format!("messages[{m}]"), "the tool message")?;
             let loc = Loc {
                 message: m,
                 block: None,
             };
+            let id = str_field(msg, "tool_call_id", loc, "the tool message")?;
             return self.answer(id, loc, msg, sp.obj.as_ref());
         }
         let calls = match msg.get("tool_calls") {
@@ -646,12 +671,16 @@ impl Indexer<'_> {
         }
         self.begin_turn(m);
         for (k, c) in calls.iter().enumerate() {
-            let at = format!("messages[{m}].tool_calls[{k}]");
-            let id = str_field(c, "id", &at, "the call")?;
+            let at = CallAt {
+                format: Format::OpenAi,
+                message: m,
+                index: k,
+            };
+            let id = str_field(c, "id", at, "the call")?;
             let f = c
                 .get("function")
-                .ok_or_else(|| Error::invalid(&at, "has no \"function\""))?;
-            let tool = str_field(f, "name", &at, "the function")?;
+                .ok_or_else(|| Error::invalid(at.to_string(), "has no \"function\""))?;
+            let tool = str_field(f, "name", at, "the function")?;
             let args = match f.get("arguments") {
                 Some(Value::String(s)) => s.clone(),
                 Some(v) => v.to_string(),
@@ -669,28 +698,32 @@ impl Indexer<'_> {
         };
         self.begin_turn(m);
         for (b, blk) in blocks.iter().enumerate() {
-            let at = format!("messages[{m}].content[{b}]");
+            let at = CallAt {
+                format: Format::Anthropic,
+                message: m,
+                index: b,
+            };
             match blk.get("type").and_then(Value::as_str) {
                 Some("tool_use") => {
                     if role != "assistant" {
                         return Err(Error::invalid(
-                            at,
+                            at.to_string(),
                             format!("a tool_use block in a message with role \"{role}\" (only assistant messages make tool calls)"),
                         ));
                     }
-                    let id = str_field(blk, "id", &at, "tool_use")?;
-                    let tool = str_field(blk, "name", &at, "tool_use")?;
+                    let id = str_field(blk, "id", at, "tool_use")?;
+                    let tool = str_field(blk, "name", at, "tool_use")?;
                     let args = blk.get("input").map_or(String::new(), Value::to_string);
                     self.call(id, tool, args, at)?;
                 }
                 Some("tool_result") => {
                     if role != "user" {
                         return Err(Error::invalid(
-                            at,
+                            at.to_string(),
                             format!("a tool_result block in a message with role \"{role}\" (tool results go in a later user message)"),
                         ));
                     }
-                    let id = str_field(blk, "tool_use_id", &at, "tool_result")?;
+                    let id = str_field(blk, "tool_use_id", at, "tool_result")?;
                     let loc = Loc {
                         message: m,
                         block: Some(b),
