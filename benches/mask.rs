@@ -66,18 +66,20 @@ fn benches(c: &mut Criterion) {
     let next = turn(&mut rng, 500);
     let doc = Value::Array(msgs).to_string();
     let counter = ctxprune::tokens::counter("o200k_base").unwrap();
-    let traj = Trajectory::parse(&doc, Format::OpenAi).unwrap();
+    let traj = Trajectory::parse(&doc, Some(Format::OpenAi)).unwrap();
     let mut g = c.benchmark_group("cpu");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
     g.bench_function("mask_first_pass_500_turns_1000_obs_o200k", |b| {
         b.iter(|| {
-            let m = Masker::new(MaskConfig::default(), counter.clone());
+            let m = Masker::new(MaskConfig::default(), counter.clone()).unwrap();
             black_box(m.plan(&traj))
         })
     });
-    let mut warm = Masker::new(MaskConfig::default(), counter.clone()).session();
+    let mut warm = Masker::new(MaskConfig::default(), counter.clone())
+        .unwrap()
+        .session();
     let first = warm.plan(&traj).1;
     eprintln!("first pass: {first:?}");
     g.bench_function("mask_replan_after_one_more_turn_cached", |b| {

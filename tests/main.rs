@@ -8,6 +8,8 @@ mod cli;
 mod cli_bad_inputs;
 #[cfg(feature = "cli")]
 mod cli_cost;
+#[cfg(feature = "cli")]
+mod cli_mask;
 mod cost;
 #[cfg(feature = "cuda-emu")]
 mod emulator;

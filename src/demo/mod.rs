@@ -119,8 +119,8 @@ fn mask_section(out: &mut String) -> Result<()> {
             },
         ),
     ] {
-        let mut traj = Trajectory::parse(&doc, Format::OpenAi)?;
-        let s = Masker::new(cfg, counter.clone()).mask(&mut traj);
+        let mut traj = Trajectory::parse(&doc, Some(Format::OpenAi))?;
+        let s = Masker::new(cfg, counter.clone())?.mask(&mut traj);
         let _ = writeln!(
             out,
             "{:<28} {:>7} {:>7} {:>12} {:>12} {:>14}",

@@ -8,8 +8,15 @@
 //! least `clear_at_least` tokens would be cleared; move the masking boundary in steps of
 //! `P` turns so the prompt prefix stays cacheable; a placeholder template with `{tool}`,
 //! `{args}`, `{tokens}` and `{lines}`.
+//!
+//! Masking is idempotent: an observation whose content is already a rendering of the
+//! template (for its call's tool and arguments, any digits for `{tokens}` and `{lines}`)
+//! is left as it is and counted as masked, so an agent loop can re-mask its masked
+//! history every turn.
 
+use super::template::Template;
 use super::{Trajectory, Turn};
+use crate::error::{Error, Result};
 use crate::tokens::TokenCounter;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,7 +40,9 @@ pub struct MaskConfig {
     pub clear_at_least: usize,
     /// The boundary moves in steps of this many turns. By default 1.
     pub step: usize,
-    /// Placeholder template.
+    /// Placeholder template: `{tool}`, `{args}`, `{tokens}` and `{lines}` are replaced
+    /// once each (substituted text is not scanned again); another `{name}` is an error
+    /// when the masker is made; other braces are literal.
     pub placeholder: String,
 }
 
@@ -57,12 +66,15 @@ impl Default for MaskConfig {
     }
 }
 
-/// What masking did, and what the context costs.
+/// What masking did, and what the context costs. An observation that was already a
+/// placeholder (masked by an earlier pass) counts in `observations_masked`; its tokens
+/// are the placeholder's in every count (its original size is gone), so
+/// `tokens_before - tokens_after` is what this pass saves.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct MaskStats {
     /// Turns (assistant messages with tool calls).
     pub turns: usize,
-    /// Observations replaced by a placeholder.
+    /// Observations replaced by a placeholder, by this pass or an earlier one.
     pub observations_masked: usize,
     /// Observations kept.
     pub observations_kept: usize,
@@ -81,8 +93,8 @@ pub struct MaskStats {
 /// service). Each conversation gets its own [`MaskSession`], which caches token counts.
 #[derive(Clone)]
 pub struct Masker {
-    /// Options.
-    pub cfg: MaskConfig,
+    cfg: MaskConfig,
+    template: Template,
     counter: Arc<dyn TokenCounter>,
 }
 
@@ -95,9 +107,24 @@ impl std::fmt::Debug for Masker {
 }
 
 impl Masker {
-    /// A masker counting with `counter`.
-    pub fn new(cfg: MaskConfig, counter: Arc<dyn TokenCounter>) -> Self {
-        Masker { cfg, counter }
+    /// A masker counting with `counter`. Errors name the option at fault: a `step` of 0,
+    /// an unknown `{field}` in the placeholder.
+    pub fn new(cfg: MaskConfig, counter: Arc<dyn TokenCounter>) -> Result<Self> {
+        if cfg.step == 0 {
+            return Err(Error::invalid("step", "must be at least 1"));
+        }
+        let template = Template::parse(&cfg.placeholder)?;
+        Ok(Masker {
+            cfg,
+            template,
+            counter,
+        })
+    }
+
+    /// The options.
+    #[must_use]
+    pub fn cfg(&self) -> &MaskConfig {
+        &self.cfg
     }
 
     /// A session for one conversation (an append-only trajectory): its token counts are
@@ -129,7 +156,7 @@ impl Masker {
         method: crate::select::Method,
         tau: f64,
         query: Option<&[f32]>,
-    ) -> crate::error::Result<(Vec<(super::Loc, String)>, usize)> {
+    ) -> Result<(Vec<(super::Loc, String)>, usize)> {
         self.session().plan_semantic(traj, embeddings, method, tau, query)
     }
 
@@ -146,22 +173,23 @@ impl Masker {
 
     /// Turns `< boundary(t)` (0-based) are outside the window at time `t`.
     fn boundary(&self, t: usize) -> usize {
-        let step = self.cfg.step.max(1);
+        let step = self.cfg.step; // at least 1 (checked in `new`)
         if t > self.cfg.window {
             (t - self.cfg.window) / step * step
         } else {
             0
         }
     }
+}
 
-    fn placeholder(&self, tool: &str, args: &str, tokens: usize, lines: usize) -> String {
-        self.cfg
-            .placeholder
-            .replace("{tool}", tool)
-            .replace("{args}", args)
-            .replace("{tokens}", &tokens.to_string())
-            .replace("{lines}", &lines.to_string())
-    }
+/// What becomes of one observation.
+enum Fate {
+    /// Kept (not eligible, or inside the window).
+    Keep,
+    /// Masked with this placeholder when outside the window.
+    Mask(String),
+    /// Already a placeholder: left as it is, counted as masked.
+    Masked,
 }
 
 /// One conversation's masking state: the masker and the token counts seen so far (keyed by
@@ -187,7 +215,7 @@ impl MaskSession {
     /// observations seen before are reused, so an agent loop re-planning after each turn
     /// pays only for what is new.
     pub fn plan(&mut self, traj: &Trajectory) -> (Vec<(super::Loc, String)>, MaskStats) {
-        let turns = &traj.turns;
+        let turns = traj.turns();
         let msgs = traj.messages();
         let mut msg_tokens = Vec::with_capacity(msgs.len());
         for (m, v) in msgs.iter().enumerate() {
@@ -203,27 +231,31 @@ impl MaskSession {
         // Per turn: tokens of its eligible observations, and net savings of masking them.
         let mut raw = vec![0usize; t];
         let mut net = vec![0i64; t];
-        let mut ph_text: Vec<Vec<Option<String>>> = Vec::with_capacity(t);
+        let mut fates: Vec<Vec<Fate>> = Vec::with_capacity(t);
         for (i, tr) in turns.iter().enumerate() {
             let mut pt = Vec::with_capacity(tr.calls.len());
             for (k, c) in tr.calls.iter().enumerate() {
+                if c.observation.is_some() && self.masker.template.matches(&c.text, &c.tool, &c.args) {
+                    pt.push(Fate::Masked);
+                    continue;
+                }
                 let n = c.observation.map_or(0, |l| {
                     self.count((l.message, Some(l.block.unwrap_or(usize::MAX))), &c.text)
                 });
                 if self.masker.eligible(turns, i, k) {
-                    let ph = self.masker.placeholder(&c.tool, &c.args, n, c.lines);
+                    let ph = self.masker.template.render(&c.tool, &c.args, n, c.lines);
                     let loc = c.observation.map_or((0, None), |l| (l.message, l.block));
                     let pc = &self.masker.counter;
                     let key = (loc.0, Some(usize::MAX - 1 - loc.1.unwrap_or(0)), ph.len());
                     let pn = *self.cache.entry(key).or_insert_with(|| pc.count(&ph));
                     raw[i] += n;
                     net[i] += n as i64 - pn as i64;
-                    pt.push(Some(ph));
+                    pt.push(Fate::Mask(ph));
                 } else {
-                    pt.push(None);
+                    pt.push(Fate::Keep);
                 }
             }
-            ph_text.push(pt);
+            fates.push(pt);
         }
         let mut pre_raw = vec![0usize; t + 1];
         let mut pre_net = vec![0i64; t + 1];
@@ -260,11 +292,12 @@ impl MaskSession {
         for (i, tr) in turns.iter().enumerate() {
             for (k, c) in tr.calls.iter().enumerate() {
                 let Some(loc) = c.observation else { continue };
-                match (&ph_text[i][k], on && i < b) {
-                    (Some(ph), true) => {
+                match (&fates[i][k], on && i < b) {
+                    (Fate::Mask(ph), true) => {
                         edits.push((loc, ph.clone()));
                         stats.observations_masked += 1;
                     }
+                    (Fate::Masked, _) => stats.observations_masked += 1,
                     _ => stats.observations_kept += 1,
                 }
             }
@@ -288,15 +321,15 @@ impl MaskSession {
         method: crate::select::Method,
         tau: f64,
         query: Option<&[f32]>,
-    ) -> crate::error::Result<(Vec<(super::Loc, String)>, usize)> {
+    ) -> Result<(Vec<(super::Loc, String)>, usize)> {
         use crate::select::{select, Inputs, Mode, SelectConfig};
         let locs: Vec<super::Loc> = traj
-            .turns
+            .turns()
             .iter()
             .flat_map(|t| t.calls.iter().filter_map(|c| c.observation))
             .collect();
         if embeddings.rows() != locs.len() {
-            return Err(crate::error::Error::invalid(
+            return Err(Error::invalid(
                 "embeddings",
                 format!("{} rows for {} observations", embeddings.rows(), locs.len()),
             ));
@@ -326,10 +359,21 @@ impl MaskSession {
     }
 
     /// Masks `traj` in place (as at its latest turn) and returns the accounting.
+    /// Masking a masked trajectory again changes nothing.
     pub fn mask(&mut self, traj: &mut Trajectory) -> MaskStats {
         let (edits, stats) = self.plan(traj);
         for (loc, text) in edits {
-            traj.replace(loc, &text);
+            // The counts cached for this message and observation are keyed by length,
+            // which the placeholder may share: forget them.
+            if let Some(v) = traj.messages().get(loc.message) {
+                self.cache.remove(&(loc.message, None, message_len(v)));
+            }
+            if let Some(c) = traj.call_at(loc) {
+                let key = (loc.message, Some(loc.block.unwrap_or(usize::MAX)), c.text.len());
+                self.cache.remove(&key);
+            }
+            let done = traj.replace(loc, &text);
+            debug_assert!(done.is_ok(), "plan's edits are the trajectory's observations");
         }
         stats
     }

@@ -3,19 +3,28 @@
 //! A trajectory is read from the message format an agent already uses — OpenAI chat
 //! messages (an assistant message with `tool_calls` and the `tool` messages answering
 //! it) or Anthropic messages (`tool_use` blocks and the `tool_result` blocks answering
-//! them) — and kept as the original JSON plus an index of where each turn's calls and
-//! observations live. Masking replaces observation contents with a placeholder and
-//! leaves every other byte of meaning alone: unknown fields, ordering, the system prompt.
+//! them), given or detected from the document — and kept as the original text plus an
+//! index of where each turn's calls and observations live. Masking replaces observation
+//! contents with a placeholder; the output is the input text with only those contents
+//! replaced, so every other byte is kept (unknown fields, key order, number spellings such
+//! as 30-digit integers, escapes, whitespace).
 //!
 //! Turn `i` (1-based) is the `i`-th assistant message that makes tool calls; all calls of
 //! one turn are masked or kept together. An observation is an error when its message (or
-//! block) says `"is_error": true`; the masker never guesses.
+//! block) says `"is_error": true`; the masker never guesses. Input the APIs would refuse is
+//! an error naming the message or block: an observation answering no earlier call, a call
+//! answered twice, a call id reused while its call is unanswered, a tool call or result in
+//! a message of the wrong role, and markers of the other format.
 
 pub mod masker;
 pub mod pages;
+mod spans;
+mod template;
 
 use crate::error::{Error, Result};
 use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// The two message formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +33,15 @@ pub enum Format {
     OpenAi,
     /// Anthropic messages.
     Anthropic,
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Format::OpenAi => "openai",
+            Format::Anthropic => "anthropic",
+        })
+    }
 }
 
 impl std::str::FromStr for Format {
@@ -40,6 +58,103 @@ impl std::str::FromStr for Format {
     }
 }
 
+impl Format {
+    /// The format `doc` (an array of messages, or an object with `"messages"`) is written
+    /// in, from its markers: OpenAI's are assistant `tool_calls` and `"role": "tool"`
+    /// messages, Anthropic's are `tool_use` and `tool_result` content blocks. `None` when
+    /// it has neither (it makes no tool calls: there is nothing to mask in either format);
+    /// an error naming both places when it has both.
+    pub fn detect(doc: &Value) -> Result<Option<Format>> {
+        let mut known: Option<Known> = None;
+        for (m, msg) in messages_of(doc)?.iter().enumerate() {
+            if let Some(k) = message_format(msg, m, known.as_ref())? {
+                known.get_or_insert(k);
+            }
+        }
+        Ok(known.map(|k| k.format))
+    }
+}
+
+/// A format and how it was settled ("was given", "was detected at messages[3]").
+#[derive(Clone, Debug)]
+struct Known {
+    format: Format,
+    why: String,
+}
+
+/// The first place in message `m` that only format `f` has, and what it is.
+fn marker(msg: &Value, m: usize, f: Format) -> Option<(String, &'static str)> {
+    match f {
+        Format::OpenAi => {
+            if msg.get("role").and_then(Value::as_str) == Some("tool") {
+                return Some((format!("messages[{m}]"), "an OpenAI tool message"));
+            }
+            match msg.get("tool_calls") {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(a)) if a.is_empty() => None,
+                Some(_) => Some((format!("messages[{m}].tool_calls"), "an OpenAI tool call list")),
+            }
+        }
+        Format::Anthropic => msg
+            .get("content")
+            .and_then(Value::as_array)?
+            .iter()
+            .enumerate()
+            .find_map(|(b, blk)| {
+                let what = match blk.get("type").and_then(Value::as_str)? {
+                    "tool_use" => "an Anthropic tool_use block",
+                    "tool_result" => "an Anthropic tool_result block",
+                    _ => return None,
+                };
+                Some((format!("messages[{m}].content[{b}]"), what))
+            }),
+    }
+}
+
+/// The format message `m` is written in (`None`: it has no marker of either); an error
+/// when it has markers of both, or of another format than the one `known`.
+fn message_format(msg: &Value, m: usize, known: Option<&Known>) -> Result<Option<Known>> {
+    let (format, (place, what)) = match (marker(msg, m, Format::OpenAi), marker(msg, m, Format::Anthropic)) {
+        (None, None) => return Ok(None),
+        (Some((p, w)), Some((q, v))) => {
+            return Err(Error::invalid(
+                format!("messages[{m}]"),
+                format!("mixes formats: {p} is {w} and {q} is {v}"),
+            ))
+        }
+        (Some(o), None) => (Format::OpenAi, o),
+        (None, Some(a)) => (Format::Anthropic, a),
+    };
+    if let Some(k) = known.filter(|k| k.format != format) {
+        return Err(Error::invalid(
+            "format",
+            format!("{} {}, but {place} is {what}", k.format, k.why),
+        ));
+    }
+    Ok(Some(Known {
+        format,
+        why: format!("was detected at {place}"),
+    }))
+}
+
+/// The messages of a document, or an error saying what the document is instead.
+fn messages_of(doc: &Value) -> Result<&[Value]> {
+    match doc {
+        Value::Array(a) => Ok(a),
+        Value::Object(o) => match o.get("messages") {
+            Some(Value::Array(a)) => Ok(a),
+            _ => Err(Error::invalid(
+                "input",
+                "expected an array of messages or an object with \"messages\"",
+            )),
+        },
+        _ => Err(Error::invalid(
+            "input",
+            "expected an array of messages or an object with \"messages\"",
+        )),
+    }
+}
+
 /// Where an observation's content lives: a message, and a content block within it
 /// (Anthropic).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -48,6 +163,15 @@ pub struct Loc {
     pub message: usize,
     /// Index of the `tool_result` block (Anthropic), `None` for an OpenAI tool message.
     pub block: Option<usize>,
+}
+
+impl std::fmt::Display for Loc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.block {
+            None => write!(f, "messages[{}]", self.message),
+            Some(b) => write!(f, "messages[{}].content[{b}]", self.message),
+        }
+    }
 }
 
 /// One tool call and its observation.
@@ -69,13 +193,6 @@ pub struct Call {
     pub lines: usize,
 }
 
-/// The string field `key` of `v`, or an error naming `at` and `what`.
-fn str_field<'v>(v: &'v Value, key: &str, at: &str, what: &str) -> Result<&'v str> {
-    v.get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::invalid(at, format!("{what} has no \"{key}\"")))
-}
-
 impl Call {
     fn new(id: &str, tool: &str, args: String) -> Self {
         Call {
@@ -90,27 +207,6 @@ impl Call {
     }
 }
 
-/// Records the observation answering call `id` (`node` is the tool message or the
-/// `tool_result` block); an id no earlier call made is an error naming `at`.
-fn answer(
-    turns: &mut [Turn],
-    open: &std::collections::HashMap<String, (usize, usize)>,
-    id: &str,
-    at: &str,
-    loc: Loc,
-    node: &Value,
-) -> Result<()> {
-    let &(ti, ci) = open
-        .get(id)
-        .ok_or_else(|| Error::invalid(at, format!("answers \"{id}\", which no earlier call made")))?;
-    let call = &mut turns[ti].calls[ci];
-    call.observation = Some(loc);
-    call.is_error = node.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-    call.text = content_text(node.get("content").unwrap_or(&Value::Null));
-    call.lines = call.text.lines().count();
-    Ok(())
-}
-
 /// One turn: an assistant message with its parallel calls.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Turn {
@@ -120,19 +216,73 @@ pub struct Turn {
     pub calls: Vec<Call>,
 }
 
-/// A parsed trajectory: the JSON as given and the turn index.
+/// Where a new content is written: bytes `start..end` of the text are replaced by
+/// `prefix` and the JSON string (an absent content is inserted before the closing brace).
+#[derive(Clone, Copy, Debug)]
+struct Splice {
+    start: usize,
+    end: usize,
+    prefix: &'static str,
+}
+
+/// An observation: the call it answers (turn, call) and where its content is written.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    turn: usize,
+    call: usize,
+    splice: Splice,
+}
+
+/// A call made and not superseded: its turn and index, and where it was made.
+#[derive(Clone, Copy, Debug)]
+struct Opened {
+    turn: usize,
+    call: usize,
+    at: CallAt,
+}
+
+/// Where a call was made: `messages[m].tool_calls[k]` (OpenAI) or `messages[m].content[k]`
+/// (Anthropic).
+#[derive(Clone, Copy, Debug)]
+struct CallAt {
+    format: Format,
+    message: usize,
+    index: usize,
+}
+
+impl std::fmt::Display for CallAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = match self.format {
+            Format::OpenAi => "tool_calls",
+            Format::Anthropic => "content",
+        };
+        write!(f, "messages[{}].{list}[{}]", self.message, self.index)
+    }
+}
+
+/// A parsed trajectory: the text as given, its JSON, and the turn index.
 #[derive(Clone, Debug)]
 pub struct Trajectory {
-    /// The format it was read in.
-    pub format: Format,
+    /// The format, once given or detected.
+    format: Option<Known>,
     /// The whole document (an array of messages, or an object with `"messages"`).
-    pub doc: Value,
+    doc: Value,
     /// Turns in order.
-    pub turns: Vec<Turn>,
-    /// Calls not yet answered: id -> (turn, call).
-    open: std::collections::HashMap<String, (usize, usize)>,
-    /// Messages indexed so far.
-    indexed: usize,
+    turns: Vec<Turn>,
+    /// The input text (never changed, so shared by clones: a 10 MB trajectory is not
+    /// copied per turn).
+    text: Arc<str>,
+    /// Offset of the messages array's closing bracket in `text`.
+    close: usize,
+    /// Appended messages as written, inserted at `close`. Offsets (spans, edits) are in
+    /// the text as written out: `text[..close]`, `tail`, `text[close..]`.
+    tail: String,
+    /// Replaced contents: start -> (end, replacement text).
+    edits: BTreeMap<usize, (usize, String)>,
+    /// Calls by id (the latest call with each id).
+    open: HashMap<String, Opened>,
+    /// Observations by location.
+    obs: HashMap<Loc, Slot>,
 }
 
 fn content_text(c: &Value) -> String {
@@ -148,48 +298,104 @@ fn content_text(c: &Value) -> String {
     }
 }
 
+/// The string field `key` of `v`, or an error naming `at` and `what`.
+fn str_field<'v>(v: &'v Value, key: &str, at: impl std::fmt::Display, what: &str) -> Result<&'v str> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::invalid(at.to_string(), format!("{what} has no \"{key}\"")))
+}
+
 impl Trajectory {
-    /// Parses `text` in `format`. Errors name the message (and block) at fault.
-    pub fn parse(text: &str, format: Format) -> Result<Self> {
+    /// Parses `text`, in `format` or, when `None`, in the format its markers show (see
+    /// [`Format::detect`]; a trajectory with no tool calls yet settles its format at the
+    /// first message that has a marker). Errors name the message (and block) at fault.
+    pub fn parse(text: &str, format: Option<Format>) -> Result<Self> {
         let doc: Value = serde_json::from_str(text)
             .map_err(|e| Error::invalid("input", format!("malformed JSON: {e}")))?;
-        if !(doc.is_array() || doc.get("messages").is_some_and(Value::is_array)) {
+        let msgs = messages_of(&doc)?;
+        let layout = spans::layout(text).map_err(|e| Error::invalid("input", e))?;
+        let mut t = Trajectory {
+            format: format.map(|format| Known {
+                format,
+                why: "was given".into(),
+            }),
+            doc: Value::Null,
+            turns: Vec::new(),
+            text: Arc::from(""),
+            close: layout.close,
+            tail: String::new(),
+            edits: BTreeMap::new(),
+            open: HashMap::new(),
+            obs: HashMap::new(),
+        };
+        if msgs.len() != layout.messages.len() {
             return Err(Error::invalid(
                 "input",
-                "expected an array of messages or an object with \"messages\"",
+                format!(
+                    "{} messages parsed but {} found in the text",
+                    msgs.len(),
+                    layout.messages.len()
+                ),
             ));
         }
-        let mut t = Trajectory {
-            format,
-            doc,
-            turns: Vec::new(),
-            open: Default::default(),
-            indexed: 0,
-        };
-        t.index()?;
+        let staged = t.stage(msgs, 0, &layout.messages)?;
+        t.commit(staged);
+        t.text = Arc::from(text);
+        t.doc = doc;
         Ok(t)
     }
 
-    /// Appends messages (an agent loop's next turn) and indexes only them.
+    /// Appends messages (an agent loop's next turn) and indexes only them. On error the
+    /// trajectory is as it was.
     pub fn extend(&mut self, new: Vec<Value>) -> Result<()> {
-        match self.messages_mut() {
-            Some(m) => m.extend(new),
-            None => return Err(Error::invalid("input", "the document has no messages array")),
+        let base = self.messages().len();
+        // Each message as it will be written: before the closing bracket, after a comma.
+        let mut insert = String::new();
+        let mut spans = Vec::with_capacity(new.len());
+        for (k, v) in new.iter().enumerate() {
+            if base + k > 0 {
+                insert.push(',');
+            }
+            let s = v.to_string();
+            let mut sp =
+                spans::message(&s).map_err(|e| Error::invalid(format!("messages[{}]", base + k), e))?;
+            sp.shift(self.close + self.tail.len() + insert.len());
+            spans.push(sp);
+            insert.push_str(&s);
         }
-        self.index()
+        let staged = self.stage(&new, base, &spans)?;
+        let Some(msgs) = self.messages_mut() else {
+            return Err(Error::invalid("input", "the document has no messages array"));
+        };
+        msgs.extend(new);
+        self.tail.push_str(&insert);
+        self.commit(staged);
+        Ok(())
+    }
+
+    /// The format, once given or detected (`None`: auto, and no message has a marker yet).
+    #[must_use]
+    pub fn format(&self) -> Option<Format> {
+        self.format.as_ref().map(|k| k.format)
+    }
+
+    /// Turns in order.
+    #[must_use]
+    pub fn turns(&self) -> &[Turn] {
+        &self.turns
+    }
+
+    /// The call an observation answers.
+    #[must_use]
+    pub fn call_at(&self, loc: Loc) -> Option<&Call> {
+        let s = self.obs.get(&loc)?;
+        self.turns.get(s.turn)?.calls.get(s.call)
     }
 
     /// The messages array.
     #[must_use]
     pub fn messages(&self) -> &[Value] {
-        match &self.doc {
-            Value::Array(a) => a,
-            Value::Object(o) => o
-                .get("messages")
-                .and_then(Value::as_array)
-                .map_or(&[], Vec::as_slice),
-            _ => &[],
-        }
+        messages_of(&self.doc).unwrap_or(&[])
     }
 
     fn messages_mut(&mut self) -> Option<&mut Vec<Value>> {
@@ -200,132 +406,334 @@ impl Trajectory {
         }
     }
 
-    fn index(&mut self) -> Result<()> {
-        let msgs: &[Value] = match &self.doc {
-            Value::Array(a) => a,
-            Value::Object(o) => o
-                .get("messages")
-                .and_then(Value::as_array)
-                .map_or(&[], Vec::as_slice),
-            _ => &[],
+    /// Indexes `msgs` (messages `base..`) without changing anything: every error is found
+    /// here, so [`Self::commit`] cannot fail. `spans[k]` locates `msgs[k]` in the text.
+    fn stage(&self, msgs: &[Value], base: usize, spans: &[spans::Message]) -> Result<Staged> {
+        let mut ix = Indexer {
+            t: self,
+            st: Staged {
+                format: self.format.clone(),
+                turns: Vec::new(),
+                open: HashMap::new(),
+                answers: Vec::new(),
+            },
+            answered: HashMap::new(),
         };
-        let turns = &mut self.turns;
-        let open = &mut self.open;
-        for (m, msg) in msgs.iter().enumerate().skip(self.indexed) {
-            let role = msg
-                .get("role")
-                .and_then(Value::as_str)
-                .ok_or_else(|| Error::invalid(format!("messages[{m}]"), "has no \"role\""))?;
-            match (self.format, role) {
-                (Format::OpenAi, "assistant") => {
-                    if let Some(calls) = msg.get("tool_calls").and_then(Value::as_array) {
-                        let mut turn = Turn {
-                            message: m,
-                            calls: Vec::new(),
-                        };
-                        for (k, c) in calls.iter().enumerate() {
-                            let at = || format!("messages[{m}].tool_calls[{k}]");
-                            let id = str_field(c, "id", &at(), "the call")?;
-                            let f = c
-                                .get("function")
-                                .ok_or_else(|| Error::invalid(at(), "has no \"function\""))?;
-                            let tool = str_field(f, "name", &at(), "the function")?;
-                            let args = match f.get("arguments") {
-                                Some(Value::String(s)) => s.clone(),
-                                Some(v) => v.to_string(),
-                                None => String::new(),
-                            };
-                            open.insert(id.to_string(), (turns.len(), turn.calls.len()));
-                            turn.calls.push(Call::new(id, tool, args));
-                        }
-                        if !turn.calls.is_empty() {
-                            turns.push(turn);
-                        }
+        for (k, msg) in msgs.iter().enumerate() {
+            let m = base + k;
+            if !msg.is_object() {
+                return Err(Error::invalid(format!("messages[{m}]"), "is not an object"));
+            }
+            let here = Loc {
+                message: m,
+                block: None,
+            };
+            let role = str_field(msg, "role", here, "the message")?;
+            let Some(known) = message_format(msg, m, ix.st.format.as_ref())? else {
+                continue;
+            };
+            let format = ix.st.format.get_or_insert(known).format;
+            let sp = spans
+                .get(k)
+                .ok_or_else(|| Error::invalid(format!("messages[{m}]"), "not found in the text"))?;
+            match format {
+                Format::OpenAi => ix.openai(msg, m, role, sp)?,
+                Format::Anthropic => ix.anthropic(msg, m, role, sp)?,
+            }
+        }
+        Ok(ix.st)
+    }
+
+    fn commit(&mut self, st: Staged) {
+        self.format = st.format;
+        self.turns.extend(st.turns);
+        self.open.extend(st.open);
+        for a in st.answers {
+            if let Some(c) = self.turns.get_mut(a.turn).and_then(|t| t.calls.get_mut(a.call)) {
+                c.observation = Some(a.loc);
+                c.is_error = a.is_error;
+                c.lines = a.text.lines().count();
+                c.text = a.text;
+            }
+            self.obs.insert(
+                a.loc,
+                Slot {
+                    turn: a.turn,
+                    call: a.call,
+                    splice: a.splice,
+                },
+            );
+        }
+    }
+
+    /// Replaces the content of the observation at `loc` with `text` (in the JSON, in the
+    /// call's text, and in the output); a location that is not an observation is an error.
+    pub fn replace(&mut self, loc: Loc, text: &str) -> Result<()> {
+        let Some(&Slot { turn, call, splice }) = self.obs.get(&loc) else {
+            return Err(Error::invalid(loc.to_string(), "is not an observation"));
+        };
+        let json = format!("{}{}", splice.prefix, Value::from(text));
+        self.edits.insert(splice.start, (splice.end, json));
+        let msg = self.messages_mut().and_then(|m| m.get_mut(loc.message));
+        let node = match loc.block {
+            None => msg,
+            Some(b) => msg.and_then(|m| m.get_mut("content")).and_then(|c| c.get_mut(b)),
+        };
+        if let Some(o) = node.and_then(Value::as_object_mut) {
+            o.insert("content".into(), Value::String(text.into()));
+        }
+        if let Some(c) = self.turns.get_mut(turn).and_then(|t| t.calls.get_mut(call)) {
+            c.text = text.into();
+            c.lines = text.lines().count();
+        }
+        Ok(())
+    }
+
+    /// The document as JSON text: the input with only the replaced contents changed, and
+    /// appended messages (compact) before the messages array's closing bracket.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        let (head, rest) = self.text.split_at(self.close);
+        let written = [head, &self.tail, rest].concat();
+        let mut out = String::with_capacity(written.len());
+        let mut from = 0;
+        // Splices are disjoint and lie on ASCII bytes (quotes, brackets, braces, digits).
+        for (&start, (end, with)) in &self.edits {
+            out.push_str(&written[from..start]);
+            out.push_str(with);
+            from = *end;
+        }
+        out.push_str(&written[from..]);
+        out
+    }
+}
+
+/// What indexing found, checked and not yet applied.
+struct Staged {
+    format: Option<Known>,
+    /// New turns, numbered after the trajectory's.
+    turns: Vec<Turn>,
+    /// Calls made, by id.
+    open: HashMap<String, Opened>,
+    answers: Vec<Answer>,
+}
+
+struct Answer {
+    turn: usize,
+    call: usize,
+    loc: Loc,
+    is_error: bool,
+    text: String,
+    splice: Splice,
+}
+
+/// Indexing state: the trajectory as it is, and what the new messages add to it.
+struct Indexer<'a> {
+    t: &'a Trajectory,
+    st: Staged,
+    /// Calls answered by the new messages: (turn, call) -> where.
+    answered: HashMap<(usize, usize), Loc>,
+}
+
+impl Indexer<'_> {
+    /// The latest call made with `id`: (turn, call, where it was made).
+    fn lookup(&self, id: &str) -> Option<Opened> {
+        self.st.open.get(id).or_else(|| self.t.open.get(id)).copied()
+    }
+
+    /// Where call `(turn, call)` was answered, if it was.
+    fn answer_of(&self, turn: usize, call: usize) -> Option<Loc> {
+        self.answered
+            .get(&(turn, call))
+            .copied()
+            .or_else(|| self.t.turns.get(turn)?.calls.get(call)?.observation)
+    }
+
+    fn begin_turn(&mut self, m: usize) {
+        self.st.turns.push(Turn {
+            message: m,
+            calls: Vec::new(),
+        });
+    }
+
+    fn end_turn(&mut self) {
+        if self.st.turns.last().is_some_and(|t| t.calls.is_empty()) {
+            self.st.turns.pop();
+        }
+    }
+
+    /// A call of the turn begun last, made at `at`.
+    fn call(&mut self, id: &str, tool: &str, args: String, at: CallAt) -> Result<()> {
+        if let Some(prev) = self.lookup(id) {
+            if self.answer_of(prev.turn, prev.call).is_none() {
+                let prev = prev.at;
+                return Err(Error::invalid(
+                    at.to_string(),
+                    format!("call id \"{id}\" is also the id of {prev}, which is not answered yet (call ids must be unique)"),
+                ));
+            }
+        }
+        let turn = (self.t.turns.len() + self.st.turns.len()).saturating_sub(1);
+        let Some(tr) = self.st.turns.last_mut() else {
+            return Err(Error::invalid(at.to_string(), "a call outside a turn"));
+        };
+        self.st.open.insert(
+            id.into(),
+            Opened {
+                turn,
+                call: tr.calls.len(),
+                at,
+            },
+        );
+        tr.calls.push(Call::new(id, tool, args));
+        Ok(())
+    }
+
+    /// The observation at `loc` (`node` is the tool message or the `tool_result` block,
+    /// `obj` where it is in the text) answering call `id`.
+    fn answer(&mut self, id: &str, loc: Loc, node: &Value, obj: Option<&spans::Obj>) -> Result<()> {
+        let at = loc.to_string();
+        let Opened { turn, call, at: made } = self
+            .lookup(id)
+            .ok_or_else(|| Error::invalid(&at, format!("answers \"{id}\", which no earlier call made")))?;
+        if let Some(prev) = self.answer_of(turn, call) {
+            return Err(Error::invalid(
+                &at,
+                format!("answers \"{id}\" (made at {made}), which {prev} already answered (one answer per call id)"),
+            ));
+        }
+        let is_error = match node.get("is_error") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => {
+                return Err(Error::invalid(
+                    format!("{at}.is_error"),
+                    format!("is {v}, not true or false"),
+                ))
+            }
+        };
+        let obj = obj.ok_or_else(|| Error::invalid(&at, "not found in the text"))?;
+        let splice = match &obj.content {
+            Some(r) => Splice {
+                start: r.start,
+                end: r.end,
+                prefix: "",
+            },
+            None => Splice {
+                start: obj.close,
+                end: obj.close,
+                prefix: if obj.empty {
+                    "\"content\":"
+                } else {
+                    ",\"content\":"
+                },
+            },
+        };
+        self.answered.insert((turn, call), loc);
+        self.st.answers.push(Answer {
+            turn,
+            call,
+            loc,
+            is_error,
+            text: content_text(node.get("content").unwrap_or(&Value::Null)),
+            splice,
+        });
+        Ok(())
+    }
+
+    fn openai(&mut self, msg: &Value, m: usize, role: &str, sp: &spans::Message) -> Result<()> {
+        if role == "tool" {
+            let loc = Loc {
+                message: m,
+                block: None,
+            };
+            let id = str_field(msg, "tool_call_id", loc, "the tool message")?;
+            return self.answer(id, loc, msg, sp.obj.as_ref());
+        }
+        let calls = match msg.get("tool_calls") {
+            None | Some(Value::Null) => return Ok(()),
+            Some(Value::Array(c)) => c,
+            Some(_) => {
+                return Err(Error::invalid(
+                    format!("messages[{m}].tool_calls"),
+                    "is not an array",
+                ))
+            }
+        };
+        if calls.is_empty() {
+            return Ok(());
+        }
+        if role != "assistant" {
+            return Err(Error::invalid(
+                format!("messages[{m}].tool_calls"),
+                format!("tool calls in a message with role \"{role}\" (only assistant messages make them)"),
+            ));
+        }
+        self.begin_turn(m);
+        for (k, c) in calls.iter().enumerate() {
+            let at = CallAt {
+                format: Format::OpenAi,
+                message: m,
+                index: k,
+            };
+            let id = str_field(c, "id", at, "the call")?;
+            let f = c
+                .get("function")
+                .ok_or_else(|| Error::invalid(at.to_string(), "has no \"function\""))?;
+            let tool = str_field(f, "name", at, "the function")?;
+            let args = match f.get("arguments") {
+                Some(Value::String(s)) => s.clone(),
+                Some(v) => v.to_string(),
+                None => String::new(),
+            };
+            self.call(id, tool, args, at)?;
+        }
+        self.end_turn();
+        Ok(())
+    }
+
+    fn anthropic(&mut self, msg: &Value, m: usize, role: &str, sp: &spans::Message) -> Result<()> {
+        let Some(blocks) = msg.get("content").and_then(Value::as_array) else {
+            return Ok(());
+        };
+        self.begin_turn(m);
+        for (b, blk) in blocks.iter().enumerate() {
+            let at = CallAt {
+                format: Format::Anthropic,
+                message: m,
+                index: b,
+            };
+            match blk.get("type").and_then(Value::as_str) {
+                Some("tool_use") => {
+                    if role != "assistant" {
+                        return Err(Error::invalid(
+                            at.to_string(),
+                            format!("a tool_use block in a message with role \"{role}\" (only assistant messages make tool calls)"),
+                        ));
                     }
+                    let id = str_field(blk, "id", at, "tool_use")?;
+                    let tool = str_field(blk, "name", at, "tool_use")?;
+                    let args = blk.get("input").map_or(String::new(), Value::to_string);
+                    self.call(id, tool, args, at)?;
                 }
-                (Format::OpenAi, "tool") => {
-                    let id = msg.get("tool_call_id").and_then(Value::as_str).ok_or_else(|| {
-                        Error::invalid(format!("messages[{m}]"), "tool message has no \"tool_call_id\"")
-                    })?;
-                    answer(
-                        turns,
-                        open,
-                        id,
-                        &format!("messages[{m}]"),
-                        Loc {
-                            message: m,
-                            block: None,
-                        },
-                        msg,
-                    )?;
-                }
-                (Format::Anthropic, _) => {
-                    let Some(blocks) = msg.get("content").and_then(Value::as_array) else {
-                        continue;
-                    };
-                    let mut turn = Turn {
+                Some("tool_result") => {
+                    if role != "user" {
+                        return Err(Error::invalid(
+                            at.to_string(),
+                            format!("a tool_result block in a message with role \"{role}\" (tool results go in a later user message)"),
+                        ));
+                    }
+                    let id = str_field(blk, "tool_use_id", at, "tool_result")?;
+                    let loc = Loc {
                         message: m,
-                        calls: Vec::new(),
+                        block: Some(b),
                     };
-                    for (b, blk) in blocks.iter().enumerate() {
-                        match blk.get("type").and_then(Value::as_str) {
-                            Some("tool_use") if role == "assistant" => {
-                                let at = || format!("messages[{m}].content[{b}]");
-                                let id = str_field(blk, "id", &at(), "tool_use")?;
-                                let tool = str_field(blk, "name", &at(), "tool_use")?;
-                                let args = blk.get("input").map_or(String::new(), Value::to_string);
-                                open.insert(id.to_string(), (turns.len(), turn.calls.len()));
-                                turn.calls.push(Call::new(id, tool, args));
-                            }
-                            Some("tool_result") => {
-                                let at = format!("messages[{m}].content[{b}]");
-                                let id = blk.get("tool_use_id").and_then(Value::as_str).ok_or_else(|| {
-                                    Error::invalid(&at, "tool_result has no \"tool_use_id\"")
-                                })?;
-                                answer(
-                                    turns,
-                                    open,
-                                    id,
-                                    &at,
-                                    Loc {
-                                        message: m,
-                                        block: Some(b),
-                                    },
-                                    blk,
-                                )?;
-                            }
-                            _ => {}
-                        }
-                    }
-                    if !turn.calls.is_empty() {
-                        turns.push(turn);
-                    }
+                    self.answer(id, loc, blk, sp.blocks.get(b).and_then(Option::as_ref))?;
                 }
                 _ => {}
             }
         }
-        self.indexed = msgs.len();
+        self.end_turn();
         Ok(())
-    }
-
-    /// Replaces the content of the observation at `loc` with `text`.
-    pub fn replace(&mut self, loc: Loc, text: &str) {
-        let Some(msgs) = self.messages_mut() else { return };
-        let Some(msg) = msgs.get_mut(loc.message) else {
-            return;
-        };
-        let target = match loc.block {
-            None => Some(msg),
-            Some(b) => msg.get_mut("content").and_then(|c| c.get_mut(b)),
-        };
-        if let Some(t) = target.and_then(Value::as_object_mut) {
-            t.insert("content".into(), Value::String(text.into()));
-        }
-    }
-
-    /// The document as JSON text.
-    #[must_use]
-    pub fn to_json(&self) -> String {
-        self.doc.to_string()
     }
 }

@@ -3,13 +3,15 @@
 use ctxprune::{Error, Result};
 use std::path::PathBuf;
 
+// Numeric flags take negative numbers as values, so `--window -1` is refused by the
+// value parser, naming the flag, not taken for an unknown flag.
 #[derive(clap::Args)]
 pub struct MaskArgs {
-    /// openai or anthropic.
+    /// auto (from the document), openai or anthropic.
     #[arg(long)]
     pub format: String,
     /// Turns whose observations are kept.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true)]
     pub window: usize,
     /// Keep error observations (true or false).
     #[arg(long, default_value = "true")]
@@ -24,16 +26,16 @@ pub struct MaskArgs {
     #[arg(long)]
     pub tools_mask: Option<String>,
     /// Mask only when the context exceeds this many tokens.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub trigger_tokens: Option<usize>,
     /// Mask only when at least this many tokens would be cleared.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub clear_at_least: usize,
     /// Move the masking boundary in steps of this many turns.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub step: usize,
-    /// Placeholder template ({tool}, {args}, {tokens}, {lines}).
-    #[arg(long)]
+    /// Placeholder template ({tool}, {args}, {tokens}, {lines}; other braces are literal).
+    #[arg(long, allow_hyphen_values = true)]
     pub placeholder: Option<String>,
     /// o200k_base, cl100k_base or approx.
     #[arg(long, default_value = "o200k_base")]
@@ -43,11 +45,31 @@ pub struct MaskArgs {
     pub stats: Option<PathBuf>,
 }
 
+/// The library names an option (`step`, `placeholder`, `format`); the CLI names its flag.
+fn flag(e: Error) -> Error {
+    match e {
+        Error::InvalidArgument { name, msg }
+            if matches!(name.as_str(), "step" | "placeholder" | "format") =>
+        {
+            Error::invalid(format!("--{name}"), msg)
+        }
+        e => e,
+    }
+}
+
 /// Runs `ctxprune mask`.
 pub fn run(a: MaskArgs) -> Result<()> {
     use ctxprune::mask::masker::{MaskConfig, Masker};
     use ctxprune::mask::{Format, Trajectory};
-    let format: Format = a.format.parse()?;
+    let format: Option<Format> = match a.format.as_str() {
+        "auto" => None,
+        f => Some(f.parse().map_err(|_| {
+            Error::invalid(
+                "--format",
+                format!("unknown format '{f}' (auto, openai, anthropic)"),
+            )
+        })?),
+    };
     let keep_errors = match a.keep_errors.as_str() {
         "true" => true,
         "false" => false,
@@ -58,9 +80,6 @@ pub fn run(a: MaskArgs) -> Result<()> {
             ))
         }
     };
-    if a.step == 0 {
-        return Err(Error::invalid("--step", "must be at least 1"));
-    }
     let list = |s: &Option<String>| -> Vec<String> {
         s.as_deref().map_or_else(Vec::new, |s| {
             s.split(',')
@@ -84,16 +103,20 @@ pub fn run(a: MaskArgs) -> Result<()> {
         cfg.placeholder = p;
     }
     let counter = ctxprune::tokens::counter(&a.tokenizer)?;
+    let masker = Masker::new(cfg, counter).map_err(flag)?;
     let mut input = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).map_err(|e| Error::io("<stdin>", e))?;
-    let mut traj = Trajectory::parse(&input, format)?;
-    let stats = Masker::new(cfg, counter).mask(&mut traj);
+    let mut traj = Trajectory::parse(&input, format).map_err(flag)?;
+    let stats = masker.mask(&mut traj);
     // Everything is computed before anything is written: bad input never half-writes.
     let out = traj.to_json();
     if let Some(p) = &a.stats {
         let s = serde_json::to_string(&stats).map_err(|e| Error::invalid("stats", e.to_string()))?;
         std::fs::write(p, s).map_err(|e| Error::io(p, e))?;
     }
-    println!("{out}");
-    Ok(())
+    // The input's bytes, its final newline (or none) included.
+    let mut stdout = std::io::stdout().lock();
+    std::io::Write::write_all(&mut stdout, out.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut stdout))
+        .map_err(|e| Error::io("<stdout>", e))
 }
