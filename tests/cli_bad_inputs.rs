@@ -115,3 +115,25 @@ fn every_bad_input_fails_with_one_line_and_no_output() {
         failures.join("\n")
     );
 }
+
+/// `mask` reading a device on stdin stops at once: invalid UTF-8 at its first bad byte
+/// (`/dev/urandom`), or a first character that cannot start a JSON document (`/dev/zero`).
+#[test]
+fn mask_refuses_endless_stdin_at_once() {
+    for (dev, want) in [
+        ("/dev/urandom", "not UTF-8"),
+        ("/dev/zero", "cannot begin a JSON document"),
+    ] {
+        let Ok(f) = std::fs::File::open(dev) else { continue };
+        let t = Instant::now();
+        let o = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
+            .args(["mask", "--format", "auto"])
+            .stdin(Stdio::from(f))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && o.stdout.is_empty(), "{dev}: {err}");
+        assert!(err.contains(want) && err.lines().count() == 1, "{dev}: {err}");
+        assert!(t.elapsed() < Duration::from_secs(20), "{dev}: {:?}", t.elapsed());
+    }
+}

@@ -104,9 +104,13 @@ pub fn run(a: MaskArgs) -> Result<()> {
     }
     let counter = ctxprune::tokens::counter(&a.tokenizer)?;
     let masker = Masker::new(cfg, counter).map_err(flag)?;
-    let mut input = String::new();
-    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input).map_err(|e| Error::io("<stdin>", e))?;
-    let mut traj = Trajectory::parse(&input, format).map_err(flag)?;
+    let input = read_stdin()?;
+    // A UTF-8 byte order mark is not JSON: parse after it, and give it back on output.
+    let (bom, body) = match input.strip_prefix('\u{feff}') {
+        Some(rest) => ("\u{feff}", rest),
+        None => ("", input.as_str()),
+    };
+    let mut traj = Trajectory::parse(body, format).map_err(flag)?;
     let stats = masker.mask(&mut traj);
     // Everything is computed before anything is written: bad input never half-writes.
     let out = traj.to_json();
@@ -116,7 +120,65 @@ pub fn run(a: MaskArgs) -> Result<()> {
     }
     // The input's bytes, its final newline (or none) included.
     let mut stdout = std::io::stdout().lock();
-    std::io::Write::write_all(&mut stdout, out.as_bytes())
+    std::io::Write::write_all(&mut stdout, bom.as_bytes())
+        .and_then(|()| std::io::Write::write_all(&mut stdout, out.as_bytes()))
         .and_then(|()| std::io::Write::flush(&mut stdout))
         .map_err(|e| Error::io("<stdout>", e))
+}
+
+/// The most stdin may hold: a trajectory of 1 GiB is far beyond any context window.
+const STDIN_MAX: usize = 1 << 30;
+
+/// Reads stdin as UTF-8 text, refusing early what cannot be a trajectory: invalid UTF-8
+/// (at its first bad byte, so `< /dev/urandom` fails at once), a first character that
+/// cannot begin a JSON document (`< /dev/zero`), or more than [`STDIN_MAX`] bytes.
+fn read_stdin() -> Result<String> {
+    use std::io::Read;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    let mut stdin = std::io::stdin().lock();
+    let mut checked = 0usize; // bytes known to be valid UTF-8
+    loop {
+        let got = match stdin.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io("<stdin>", e)),
+        };
+        if buf.len() + got > STDIN_MAX {
+            return Err(Error::format(
+                "<stdin>",
+                format!("more than {STDIN_MAX} bytes; a trajectory is far smaller"),
+            ));
+        }
+        buf.extend_from_slice(&chunk[..got]);
+        match std::str::from_utf8(&buf[checked..]) {
+            Ok(_) => checked = buf.len(),
+            // An incomplete sequence at the end may complete with the next read.
+            Err(e) if e.error_len().is_none() => checked += e.valid_up_to(),
+            Err(e) => {
+                return Err(Error::format(
+                    "<stdin>",
+                    format!("not UTF-8 (byte {})", checked + e.valid_up_to()),
+                ))
+            }
+        }
+        let text = std::str::from_utf8(&buf[..checked]).unwrap_or("");
+        let first = text
+            .trim_start_matches(['\u{feff}', ' ', '\t', '\r', '\n'])
+            .chars()
+            .next();
+        if let Some(c) = first.filter(|c| !matches!(c, '[' | '{' | '"' | '-' | '0'..='9' | 't' | 'f' | 'n')) {
+            return Err(Error::format(
+                "<stdin>",
+                format!("starts with {c:?}, which cannot begin a JSON document"),
+            ));
+        }
+    }
+    String::from_utf8(buf).map_err(|e| {
+        Error::format(
+            "<stdin>",
+            format!("not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
+        )
+    })
 }
