@@ -6,12 +6,33 @@ use ctxprune::io::write_npy_f32;
 use std::path::Path;
 use std::process::Command;
 
-fn run(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
+/// Runs the CLI (no stdin, `CTXPRUNE_BACKEND` unset): (exit code, stdout, stderr); a
+/// panic fails the test whatever the case expects.
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    run_with_input(args, None)
+}
+
+/// [`run`] with `input` on stdin.
+pub fn run_with_input(args: &[&str], input: Option<&[u8]>) -> (i32, String, String) {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
         .args(args)
         .env_remove("CTXPRUNE_BACKEND")
-        .output()
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    if let Some(bytes) = input {
+        // The CLI may refuse its flags before reading stdin: a broken pipe is fine here.
+        let _ = c.stdin.take().unwrap().write_all(bytes);
+    }
+    let o = c.wait_with_output().unwrap();
     let (out, err) = (
         String::from_utf8(o.stdout).unwrap(),
         String::from_utf8(o.stderr).unwrap(),

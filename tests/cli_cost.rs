@@ -2,22 +2,9 @@
 //! with one line on stderr naming the flag, file or field, and nothing on stdout; never a
 //! panic, a hang, a clamp or a wrong answer.
 
+use crate::cli::run;
 use std::path::Path;
 use std::process::Command;
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
-        .args(args)
-        .env_remove("CTXPRUNE_BACKEND")
-        .output()
-        .unwrap();
-    let (out, err) = (
-        String::from_utf8(o.stdout).unwrap(),
-        String::from_utf8(o.stderr).unwrap(),
-    );
-    assert!(!err.contains("panicked"), "the CLI panicked: {err}");
-    (o.status.code().unwrap_or(-1), out, err)
-}
 
 /// `args` fail: non-zero exit, empty stdout, exactly one line on stderr with every word.
 fn bad(args: &[&str], words: &[&str]) {

@@ -4,27 +4,10 @@
 
 use crate::mask::openai;
 use serde_json::{json, Value};
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 /// Runs the CLI with `input` on stdin: (exit code, stdout, stderr).
 fn run(args: &[&str], input: &str) -> (i32, String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The CLI may refuse its flags before reading stdin: a broken pipe is fine here.
-    let _ = c.stdin.take().unwrap().write_all(input.as_bytes());
-    let o = c.wait_with_output().unwrap();
-    let (out, err) = (
-        String::from_utf8(o.stdout).unwrap(),
-        String::from_utf8(o.stderr).unwrap(),
-    );
-    assert!(!err.contains("panicked"), "the CLI panicked: {err}");
-    (o.status.code().unwrap_or(-1), out, err)
+    crate::cli::run_with_input(args, Some(input.as_bytes()))
 }
 
 /// Asserts the CLI refuses: non-zero exit, empty stdout, one line on stderr holding `want`.

@@ -205,18 +205,25 @@ fn the_batching_queue_merges_concurrent_callers() {
     assert_eq!(s.sizes(), vec![8], "four callers, one request");
 }
 
+/// A 7-row pool, its query and the texts of [`texts`] as the files `ctxprune rerank`
+/// reads: (embeddings, query, texts).
+fn rerank_files(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let (e, q, _) = crate::problem(7, 4, 2);
+    let ep = dir.join("e.npy");
+    ctxprune::io::write_npy_f32(&ep, 7, 4, e.as_slice()).unwrap();
+    let qp = dir.join("q.npy");
+    ctxprune::io::write_npy_f32(&qp, 1, 4, &q).unwrap();
+    let tp = dir.join("t.jsonl");
+    let lines: Vec<String> = texts().iter().map(|t| format!("{{\"text\": \"{t}\"}}")).collect();
+    std::fs::write(&tp, lines.join("\n")).unwrap();
+    (ep, qp, tp)
+}
+
 #[test]
 fn rerank_cli_with_an_http_oracle() {
     let Some(s) = Server::start() else { return };
     let d = tempfile::tempdir().unwrap();
-    let (e, q, _) = crate::problem(7, 4, 2);
-    let ep = d.path().join("e.npy");
-    ctxprune::io::write_npy_f32(&ep, 7, 4, e.as_slice()).unwrap();
-    let qp = d.path().join("q.npy");
-    ctxprune::io::write_npy_f32(&qp, 1, 4, &q).unwrap();
-    let tp = d.path().join("t.jsonl");
-    let lines: Vec<String> = texts().iter().map(|t| format!("{{\"text\": \"{t}\"}}")).collect();
-    std::fs::write(&tp, lines.join("\n")).unwrap();
+    let (ep, qp, tp) = rerank_files(d.path());
     let url = s.url("/tei");
     let o = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
         .args([
@@ -269,14 +276,7 @@ fn an_unresponsive_oracle_fails_within_its_timeout() {
         std::thread::sleep(Duration::from_secs(60));
     });
     let d = tempfile::tempdir().unwrap();
-    let (e, q, _) = crate::problem(7, 4, 2);
-    let ep = d.path().join("e.npy");
-    ctxprune::io::write_npy_f32(&ep, 7, 4, e.as_slice()).unwrap();
-    let qp = d.path().join("q.npy");
-    ctxprune::io::write_npy_f32(&qp, 1, 4, &q).unwrap();
-    let tp = d.path().join("t.jsonl");
-    let lines: Vec<String> = texts().iter().map(|t| format!("{{\"text\": \"{t}\"}}")).collect();
-    std::fs::write(&tp, lines.join("\n")).unwrap();
+    let (ep, qp, tp) = rerank_files(d.path());
     let run = |timeout: &str| {
         let t = std::time::Instant::now();
         let o = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
