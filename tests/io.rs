@@ -16,10 +16,16 @@ pub fn npy_bytes(descr: &str, fortran: bool, shape: &[usize], data: &[u8]) -> Ve
             shape.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
         ),
     };
-    let mut h = format!(
+    let h = format!(
         "{{'descr': '{descr}', 'fortran_order': {}, 'shape': {shape_s}, }}",
         if fortran { "True" } else { "False" }
     );
+    npy_bytes_with_header(&h, data)
+}
+
+/// A raw .npy with `header` as its header text (padded as numpy pads it) and `data`.
+pub fn npy_bytes_with_header(header: &str, data: &[u8]) -> Vec<u8> {
+    let mut h = header.to_string();
     while (10 + h.len() + 1) % 64 != 0 {
         h.push(' ');
     }
@@ -347,22 +353,26 @@ fn bom_is_skipped_and_errors_are_one_line() {
     let p = write(d.path(), "bom.json", b"\xef\xbb\xbf[2, 3]");
     assert_eq!(load_costs(&p).unwrap(), vec![2.0, 3.0]);
     // Headers that do not parse, newlines in shapes and descrs.
-    let mut bad = Vec::new();
-    for header in [
-        "{'descr': '<f4', 'fortran_order': False, 'shape': (1,\n 2), }",
+    let bad: Vec<Vec<u8>> = [
         "{'descr': '<f4\n', 'fortran_order': False, 'shape': (1, 2), }",
         "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1, 2), }",
         "{'descr': '<f4', 'fortran_order': False, 'shape': (1, x\ny), }",
         "not a dict at all\n\n",
-    ] {
-        let mut h = header.to_string();
-        h.push('\n');
-        let mut b = b"\x93NUMPY\x01\x00".to_vec();
-        b.extend_from_slice(&(h.len() as u16).to_le_bytes());
-        b.extend_from_slice(h.as_bytes());
-        b.extend_from_slice(&[0u8; 8]);
-        bad.push(b);
-    }
+    ]
+    .iter()
+    .map(|h| npy_bytes_with_header(h, &[0u8; 8]))
+    .collect();
+    // A line break inside the dict is whitespace to Python's literal syntax, as numpy
+    // reads headers: accepted.
+    let p = write(
+        d.path(),
+        "nl.npy",
+        &npy_bytes_with_header(
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1,\n 2), }",
+            &[0u8; 8],
+        ),
+    );
+    assert_eq!(load_embeddings(p.to_str().unwrap()).unwrap().embeddings.dim(), 2);
     for (i, b) in bad.iter().enumerate() {
         let p = write(d.path(), &format!("h{i}.npy"), b);
         let e = load_embeddings(p.to_str().unwrap()).unwrap_err().to_string();

@@ -16,8 +16,11 @@
 //! order mark at the start of a JSON or JSON-lines file is skipped, as Python's
 //! `utf-8-sig` does.
 
+mod npy;
+
 use crate::embeddings::Embeddings;
 use crate::error::{flatten_lines, Error, Result};
+use npy::{npy_f32, npy_f64, Numbers};
 use std::io::Read;
 use std::path::Path;
 
@@ -66,15 +69,6 @@ impl EmbeddingsFormat {
             )),
         }
     }
-}
-
-/// What a numeric `.npy` may hold.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Numbers {
-    /// Floating point only (embeddings, queries).
-    Floats,
-    /// Floating point or integers (costs, scores).
-    FloatsOrIntegers,
 }
 
 /// Checks that `path` names a regular file (following links): anything else is refused by
@@ -217,155 +211,6 @@ fn npy_matrix<R: Read>(path: &Path, r: R, len: u64) -> Result<Loaded> {
     })
 }
 
-/// The `.npy` preamble, parsed by hand before npyz sees the header: npyz multiplies the
-/// shape without overflow checks (a crafted header panics in it), so a shape whose element
-/// count overflows or exceeds the file is refused here first. Returns the preamble and
-/// header bytes (to replay to npyz) and the declared shape, if it could be read.
-fn npy_preamble<R: Read>(path: &Path, r: &mut R, len: u64) -> Result<(Vec<u8>, Option<Vec<u64>>)> {
-    let bad = |m: String| Error::format(path, format!("not a valid .npy file ({m})"));
-    let mut head = vec![0u8; 10];
-    r.read_exact(&mut head)
-        .map_err(|_| bad(format!("{len} bytes, shorter than the 10-byte preamble")))?;
-    if &head[..6] != b"\x93NUMPY" {
-        return Err(bad("no \\x93NUMPY magic".into()));
-    }
-    let (start, hlen) = match head[6] {
-        1 => (10u64, u64::from(u16::from_le_bytes([head[8], head[9]]))),
-        2 | 3 => {
-            let mut more = [0u8; 2];
-            r.read_exact(&mut more)
-                .map_err(|_| bad("truncated preamble".into()))?;
-            head.extend_from_slice(&more);
-            (
-                12u64,
-                u64::from(u32::from_le_bytes([head[8], head[9], head[10], head[11]])),
-            )
-        }
-        v => return Err(bad(format!("format version {v}; versions 1 to 3 are read"))),
-    };
-    if hlen > 1 << 20 || start + hlen > len {
-        return Err(bad(format!("header of {hlen} bytes in a file of {len} bytes")));
-    }
-    let mut text = vec![0u8; hlen as usize];
-    r.read_exact(&mut text)
-        .map_err(|_| bad("truncated header".into()))?;
-    let header = String::from_utf8_lossy(&text).into_owned();
-    head.extend_from_slice(&text);
-    let shape = header.find("shape").and_then(|i| {
-        let open = i + header[i..].find('(')?;
-        let close = open + header[open..].find(')')?;
-        Some(&header[open + 1..close])
-    });
-    let shape = match shape {
-        None => None,
-        Some(inner) => Some(
-            inner
-                .split(',')
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(|t| {
-                    t.trim_end_matches('L').parse::<u64>().map_err(|_| {
-                        Error::format(
-                            path,
-                            format!("shape entry '{}' is not a size", t.escape_default()),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<u64>>>()?,
-        ),
-    };
-    if let Some(s) = &shape {
-        let count = s.iter().try_fold(1u64, |a, &x| a.checked_mul(x));
-        if count.is_none_or(|c| c > len - (start + hlen)) {
-            return Err(Error::format(
-                path,
-                format!("header declares shape {s:?}, more data than the file's {len} bytes"),
-            ));
-        }
-    }
-    Ok((head, shape))
-}
-
-/// Opens a `.npy` from `r` for streaming reads: C order, a numeric dtype `numbers`
-/// allows, and data that fills the rest of the `len` bytes exactly.
-fn npy_open<R: Read>(
-    path: &Path,
-    mut r: R,
-    len: u64,
-    numbers: Numbers,
-) -> Result<npyz::NpyFile<std::io::Chain<std::io::Cursor<Vec<u8>>, R>>> {
-    let (head, _) = npy_preamble(path, &mut r, len)?;
-    let header_len = head.len() as u64;
-    let f = npyz::NpyFile::new(std::io::Cursor::new(head).chain(r)).map_err(|e| {
-        Error::format(
-            path,
-            format!("not a valid .npy file: {}", flatten_lines(&e.to_string())),
-        )
-    })?;
-    if f.order() != npyz::Order::C {
-        return Err(Error::format(
-            path,
-            "array is in Fortran order; save it in C order (np.ascontiguousarray)",
-        ));
-    }
-    let descr = f.dtype().descr();
-    let item = match f.dtype() {
-        npyz::DType::Plain(t) => match t.type_char() {
-            npyz::TypeChar::Float => t.num_bytes(),
-            npyz::TypeChar::Int | npyz::TypeChar::Uint if numbers == Numbers::FloatsOrIntegers => {
-                t.num_bytes()
-            }
-            npyz::TypeChar::Int | npyz::TypeChar::Uint => {
-                return Err(Error::format(
-                    path,
-                    format!(
-                        "dtype {descr} is an integer type; embeddings and queries must be floats (f2, f4 or f8): convert with .astype(np.float32)"
-                    ),
-                ))
-            }
-            _ => None,
-        },
-        _ => None,
-    };
-    let Some(item) = item.map(|b| b as u64) else {
-        return Err(Error::format(
-            path,
-            format!(
-                "unsupported dtype {descr}: expected {}",
-                if numbers == Numbers::Floats {
-                    "a float array (f2, f4 or f8)"
-                } else {
-                    "a float or integer array"
-                }
-            ),
-        ));
-    };
-    // The data must fill the file exactly: refuse a header that promises more than the
-    // file holds (before allocating for it), and trailing bytes a writer did not mean.
-    let need = f.shape().iter().try_fold(item, |a, &s| a.checked_mul(s));
-    let data_len = len.checked_sub(header_len);
-    if need.is_none() || need > data_len {
-        return Err(Error::format(
-            path,
-            format!(
-                "header declares shape {:?}, more data than the file's {len} bytes",
-                f.shape()
-            ),
-        ));
-    }
-    if need != data_len {
-        return Err(Error::format(
-            path,
-            format!(
-                "{} bytes after the data of shape {:?}",
-                data_len.unwrap_or(0) - need.unwrap_or(0),
-                f.shape()
-            ),
-        ));
-    }
-    Ok(f)
-}
-
 /// Where element `i` of an array of shape `shape` is, in words.
 fn position(shape: &[usize], i: usize) -> String {
     match shape {
@@ -395,79 +240,6 @@ fn narrow(path: &Path, shape: &[usize], i: usize, x: f64) -> Result<f32> {
         ));
     }
     Ok(y)
-}
-
-/// Reads the values of `f` as `$out`, trying each element type in turn (npyz reads only
-/// the exact dtype of the file) and converting while streaming, so no second full-size
-/// copy exists. `$conv(index, value)` converts one element.
-macro_rules! read_as {
-    ($path:expr, $f:expr, $out:ty, $($t:ty => $conv:expr),*) => {{
-        let path: &Path = $path;
-        let f = $f;
-        let dtype = f.dtype();
-        $(
-            let f = match f.try_data::<$t>() {
-                Ok(r) => {
-                    let mut v: Vec<$out> = Vec::with_capacity(r.len() as usize);
-                    for (i, x) in r.enumerate() {
-                        let x = x.map_err(|e| {
-                            Error::format(path, format!("cannot read the data: {}", flatten_lines(&e.to_string())))
-                        })?;
-                        v.push($conv(i, x)?);
-                    }
-                    return Ok(v);
-                }
-                Err(f) => f,
-            };
-        )*
-        drop(f);
-        Err(Error::format(path, format!("unsupported dtype {}: expected a numeric array", dtype.descr())))
-    }};
-}
-
-fn npy_values_f32<R: Read>(path: &Path, shape: &[usize], f: npyz::NpyFile<R>) -> Result<Vec<f32>> {
-    let ok = |_: usize, x: f32| Ok::<f32, Error>(x);
-    let wide = |i: usize, x: f64| narrow(path, shape, i, x);
-    let int = |i: usize, x: f64| narrow(path, shape, i, x);
-    read_as!(path, f, f32,
-        f32 => ok, f64 => wide, half::f16 => |_, x: half::f16| Ok::<f32, Error>(x.to_f32()),
-        i64 => |i, x: i64| int(i, x as f64), i32 => |i, x: i32| int(i, f64::from(x)),
-        i16 => |_, x: i16| Ok::<f32, Error>(f32::from(x)), i8 => |_, x: i8| Ok::<f32, Error>(f32::from(x)),
-        u64 => |i, x: u64| int(i, x as f64), u32 => |i, x: u32| int(i, f64::from(x)),
-        u16 => |_, x: u16| Ok::<f32, Error>(f32::from(x)), u8 => |_, x: u8| Ok::<f32, Error>(f32::from(x)))
-}
-
-fn npy_values_f64<R: Read>(path: &Path, f: npyz::NpyFile<R>) -> Result<Vec<f64>> {
-    let ok = |_: usize, x: f64| Ok::<f64, Error>(x);
-    read_as!(path, f, f64,
-        f32 => |i, x: f32| ok(i, f64::from(x)), f64 => ok, half::f16 => |i, x: half::f16| ok(i, x.to_f64()),
-        i64 => |i, x: i64| ok(i, x as f64), i32 => |i, x: i32| ok(i, f64::from(x)),
-        i16 => |i, x: i16| ok(i, f64::from(x)), i8 => |i, x: i8| ok(i, f64::from(x)),
-        u64 => |i, x: u64| ok(i, x as f64), u32 => |i, x: u32| ok(i, f64::from(x)),
-        u16 => |i, x: u16| ok(i, f64::from(x)), u8 => |i, x: u8| ok(i, f64::from(x)))
-}
-
-/// The shape of an open `.npy`, as sizes this machine can index.
-fn npy_shape<R: Read>(path: &Path, f: &npyz::NpyFile<R>) -> Result<Vec<usize>> {
-    f.shape()
-        .iter()
-        .map(|&s| {
-            usize::try_from(s).map_err(|_| Error::format(path, format!("shape entry {s} is too large")))
-        })
-        .collect()
-}
-
-fn npy_f32<R: Read>(path: &Path, r: R, len: u64, numbers: Numbers) -> Result<(Vec<usize>, Vec<f32>)> {
-    let f = npy_open(path, r, len, numbers)?;
-    let shape = npy_shape(path, &f)?;
-    let v = npy_values_f32(path, &shape, f)?;
-    Ok((shape, v))
-}
-
-fn npy_f64<R: Read>(path: &Path, r: R, len: u64) -> Result<(Vec<usize>, Vec<f64>)> {
-    let f = npy_open(path, r, len, Numbers::FloatsOrIntegers)?;
-    let shape = npy_shape(path, &f)?;
-    Ok((shape, npy_values_f64(path, f)?))
 }
 
 /// Reads a float `.npy` (C order; f2, f4 or f8) as `f32`, with its shape: embeddings and
