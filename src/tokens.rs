@@ -38,10 +38,18 @@ pub struct HfTokenizer {
 }
 
 impl HfTokenizer {
-    /// Loads `path`.
+    /// Loads `path` (a regular file: [`crate::io::read_file`]).
     pub fn load(path: &std::path::Path) -> Result<Self> {
-        let tk = tokenizers::Tokenizer::from_file(path)
-            .map_err(|e| Error::format(path, format!("not a usable tokenizer.json: {e}")))?;
+        let bytes = crate::io::read_file(path)?;
+        let tk = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
+            Error::format(
+                path,
+                format!(
+                    "not a usable tokenizer.json: {}",
+                    crate::error::flatten_lines(&e.to_string())
+                ),
+            )
+        })?;
         Ok(HfTokenizer { tk })
     }
 }

@@ -111,8 +111,7 @@ pub struct ControllerOutput {
 impl LearnedController {
     /// Loads the weights from a safetensors file (layout in the type's docs).
     pub fn load(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        Self::from_safetensors(&bytes, path)
+        Self::from_safetensors(&crate::io::read_file(path)?, path)
     }
 
     /// Parses weights from safetensors bytes; `path` names them in errors.

@@ -35,8 +35,9 @@ write("config_ok.json", json.dumps({"num_hidden_layers": 2, "hidden_size": 64, "
                                     "num_attention_heads": 4}))
 
 # Bad inputs.
-if not os.path.lexists("urandom.jsonl"):
-    os.symlink("/dev/urandom", "urandom.jsonl")
+for link in ["urandom.jsonl", "urandom.json"]:
+    if not os.path.lexists(link):
+        os.symlink("/dev/urandom", link)
 write("header_newlines.npy", npy("<f4", [1, 2], b"\0" * 8,
                                  header="{'descr': '<f4',\n 'fortran_order': Maybe,\n 'shape': (1, 2), }"))
 write("truncated.npy", npy("<f4", [1000, 4], b"\0" * 16))
