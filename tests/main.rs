@@ -13,6 +13,7 @@ mod cli_mask;
 mod cost;
 #[cfg(feature = "cuda-emu")]
 mod emulator;
+mod fuzz_regressions;
 #[cfg(feature = "http")]
 mod http;
 mod io;
