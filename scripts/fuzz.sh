@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Runs every fuzz target (fuzz/fuzz_targets/) for SECONDS_PER_TARGET seconds each
+# (default 60), one after another, with libFuzzer via cargo-fuzz, on the stable toolchain.
+#
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
+#
+# Installs the pinned cargo-fuzz into target/tools if it is missing, builds every target
+# once (release, with debug assertions, no sanitizer: `-s none` needs no nightly and no
+# RUSTC_BOOTSTRAP; the crate forbids unsafe code, so ASan would find little), then fuzzes
+# each target on a copy of its committed seed corpus (fuzz/corpus/TARGET), so the repo
+# does not grow. A crash, a hang (one input running over 10 s), or memory over 2 GiB
+# (RSS, or a single allocation) fails the run: the script goes on with the other targets,
+# then exits 1 and prints each artifact's path (under fuzz/artifacts/TARGET/).
+#
+# Environment:
+#   FUZZ_WORK    where the corpus copies and logs go (default: a temporary directory,
+#                removed at exit); set it to keep the grown corpora, e.g. to minimise
+#                them into fuzz/corpus with `cargo fuzz cmin`.
+#   FUZZ_ARGS    extra libFuzzer flags for every target (e.g. "-max_len=65536").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+CARGO_FUZZ_VERSION=0.13.2
+seconds=${1:-60}
+shift || true
+if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
+  echo "usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]" >&2
+  exit 2
+fi
+
+all_targets=(npy safetensors jsonl messages_openai messages_anthropic config_json oracle_response)
+if [ $# -gt 0 ]; then
+  targets=("$@")
+else
+  targets=("${all_targets[@]}")
+fi
+
+tools=$root/target/tools
+if ! "$tools/bin/cargo-fuzz" --version 2>/dev/null | grep -qx "cargo-fuzz $CARGO_FUZZ_VERSION"; then
+  echo "== installing cargo-fuzz $CARGO_FUZZ_VERSION into $tools"
+  cargo install --locked --root "$tools" "cargo-fuzz@$CARGO_FUZZ_VERSION"
+fi
+export PATH=$tools/bin:$PATH
+
+host=$(rustc -vV | sed -n 's/^host: //p')
+echo "== building the fuzz targets ($(rustc --version), $host)"
+start=$(date +%s)
+(cd fuzz && cargo fuzz build --sanitizer none --target "$host")
+echo "== built in $(($(date +%s) - start)) s"
+bin=$root/fuzz/target/$host/release
+
+if [ -n "${FUZZ_WORK:-}" ]; then
+  work=$FUZZ_WORK
+  mkdir -p "$work"
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
+
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+  if [ ! -x "$bin/$t" ]; then
+    echo "unknown fuzz target '$t' (known: ${all_targets[*]})" >&2
+    exit 2
+  fi
+  corpus=$work/corpus/$t
+  mkdir -p "$corpus" "fuzz/artifacts/$t"
+  cp -n fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true
+  log=$work/$t.log
+  echo "== $t: ${seconds} s (log: $log)"
+  rc=0
+  # shellcheck disable=SC2086
+  "$bin/$t" "$corpus" \
+    -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
+    -artifact_prefix="$root/fuzz/artifacts/$t/" -print_final_stats=1 \
+    ${FUZZ_ARGS:-} >"$log" 2>&1 || rc=$?
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  entries=$(find "$corpus" -type f | wc -l)
+  if [ "$rc" -ne 0 ]; then
+    artifact=$(sed -n 's/.*Test unit written to //p' "$log" | tail -1)
+    grep -E "panicked at|ERROR: libFuzzer|SUMMARY" "$log" | head -5 >&2 || true
+    echo "FAILED: $t (exit $rc); artifact: ${artifact:-none, see $log}" >&2
+    echo "  reproduce: $bin/$t ${artifact:-ARTIFACT}" >&2
+    failed+=("$t: ${artifact:-$log}")
+    status=FAILED
+  else
+    status=ok
+  fi
+  summary+=("$(printf '%-20s %6s s %12s execs %8s exec/s %6s corpus  %s' \
+    "$t" "$seconds" "${execs:-?}" "${rate:-?}" "$entries" "$status")")
+done
+
+echo "== fuzzing summary (${seconds} s per target)"
+printf '%s\n' "${summary[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "== ${#failed[@]} target(s) failed; artifacts:" >&2
+  printf '  %s\n' "${failed[@]}" >&2
+  exit 1
+fi
+echo "fuzzing: ${#targets[@]} targets, 0 crashes"
