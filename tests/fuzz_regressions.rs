@@ -58,3 +58,22 @@ fn npy_header_of_nested_braces_is_refused_quickly() {
     });
     assert!(r.is_err(), "a header of braces was accepted");
 }
+
+/// Target `npy` (panic, "attempt to multiply with overflow" in npyz's strides): a shape
+/// with a zero dimension holds no data, so the element count (0) passes the size check,
+/// but npyz multiplies the other dimensions into strides without overflow checks. It must
+/// be refused, naming the shape. The fuzzer's find (base64):
+/// k05VTVBZAS92AHsnZGVzY3InOiAnPGY0JywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKDAsODc5MDUsIDk5OTk5OTk3LDEwLCA5OTk5OTk5OTk5OTkyNCksIH0gICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIAAAAAgIAAAA
+#[test]
+fn npy_shape_whose_strides_overflow_is_refused() {
+    for header in [
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 87905, 99999997, 10, 999999999999924), }",
+        "{'descr': '<f4', 'fortran_order': True, 'shape': (4294967296, 4294967296, 0), }",
+    ] {
+        let bytes = npy_with_header(header);
+        let e = parse_npy_f32(Path::new("f.npy"), &bytes).expect_err(header);
+        assert!(e.to_string().contains("overflows"), "{header}: {e}");
+        let e = parse_embeddings(Path::new("f.npy"), EmbeddingsFormat::Npy, &bytes, None).expect_err(header);
+        assert!(e.to_string().contains("overflows"), "{header}: {e}");
+    }
+}
