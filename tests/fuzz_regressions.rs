@@ -72,8 +72,8 @@ fn npy_shape_whose_strides_overflow_is_refused() {
     ] {
         let bytes = npy_with_header(header);
         let e = parse_npy_f32(Path::new("f.npy"), &bytes).expect_err(header);
-        assert!(e.to_string().contains("overflows"), "{header}: {e}");
+        assert!(e.to_string().contains("overflow a 64-bit count"), "{header}: {e}");
         let e = parse_embeddings(Path::new("f.npy"), EmbeddingsFormat::Npy, &bytes, None).expect_err(header);
-        assert!(e.to_string().contains("overflows"), "{header}: {e}");
+        assert!(e.to_string().contains("overflow a 64-bit count"), "{header}: {e}");
     }
 }

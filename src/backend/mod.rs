@@ -141,6 +141,22 @@ impl EngineOptions {
         self.cuda_roots.push(d.into());
         self
     }
+    /// The options a front end (the CLI, the Python package) takes from the environment:
+    /// the cache in `CTXPRUNE_CACHE_DIR`, else `XDG_CACHE_HOME/ctxprune`, else
+    /// `HOME/.cache/ctxprune`; CUDA roots `CUDA_HOME` and `CUDA_PATH` (empty values are
+    /// unset). The library itself reads no environment variable: only this does, when
+    /// called.
+    #[must_use]
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let cache = var("CTXPRUNE_CACHE_DIR")
+            .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("ctxprune")))
+            .or_else(|| var("HOME").map(|h| h.join(".cache").join("ctxprune")));
+        EngineOptions {
+            cache_dir: cache,
+            cuda_roots: ["CUDA_HOME", "CUDA_PATH"].iter().filter_map(|k| var(k)).collect(),
+        }
+    }
 }
 
 /// Where an engine's work runs. The one match over backends (exhaustive: a new backend

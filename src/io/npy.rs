@@ -210,17 +210,11 @@ fn npy_preamble<R: Read>(path: &Path, r: &mut R, len: u64) -> Result<(Vec<u8>, u
         .map_err(|_| bad("truncated header".into()))?;
     let text = std::str::from_utf8(&text).map_err(|_| bad("header is not UTF-8".into()))?;
     let h = parse_header(text).map_err(|m| bad(format!("header: {m}")))?;
-    // npyz multiplies the dimensions (its strides) without overflow checks, also past a
-    // zero dimension: the product of the non-zero ones must fit too.
-    let nonzero = h
-        .shape
-        .iter()
-        .filter(|&&x| x != 0)
-        .try_fold(1u64, |a, &x| a.checked_mul(x));
-    if nonzero.is_none() {
-        return Err(bad(format!("shape {:?} overflows a 64-bit count", h.shape)));
-    }
-    let count = h.shape.iter().try_fold(1u64, |a, &x| a.checked_mul(x));
+    let count = if h.shape.contains(&0) {
+        Some(0)
+    } else {
+        h.shape.iter().try_fold(1u64, |a, &x| a.checked_mul(x))
+    };
     if count.is_none_or(|c| c > len - (start + hlen)) {
         return Err(Error::format(
             path,
@@ -229,6 +223,19 @@ fn npy_preamble<R: Read>(path: &Path, r: &mut R, len: u64) -> Result<(Vec<u8>, u
                 h.shape
             ),
         ));
+    }
+    // npyz multiplies the dimensions (its strides) without overflow checks, also past a
+    // zero dimension: the product of the non-zero ones must fit too.
+    let nonzero = h
+        .shape
+        .iter()
+        .filter(|&&x| x != 0)
+        .try_fold(1u64, |a, &x| a.checked_mul(x));
+    if nonzero.is_none() {
+        return Err(bad(format!(
+            "shape {:?} has no data but its other dimensions overflow a 64-bit count",
+            h.shape
+        )));
     }
     Ok((canonical(&h), start + hlen, h.shape))
 }

@@ -64,6 +64,19 @@ impl HttpConfig {
             model: None,
         }
     }
+
+    /// Sets the per-request timeout: `seconds` in (0, 86400] (errors name
+    /// `oracle-timeout`).
+    pub fn timeout_secs(mut self, seconds: f64) -> Result<Self> {
+        if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) {
+            return Err(Error::invalid(
+                "oracle-timeout",
+                format!("must be in (0, 86400] seconds, got {seconds}"),
+            ));
+        }
+        self.timeout = Duration::from_secs_f64(seconds);
+        Ok(self)
+    }
 }
 
 /// A rerank server scoring `texts[i]` against `query`; refuses more than `budget` items.

@@ -20,6 +20,7 @@ pub mod gp;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod metrics;
+pub mod options;
 pub mod oracle;
 pub mod plot;
 
@@ -28,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::similarity::{Kernel, KernelKind};
 use gp::{Gp, KernelRows, PoolKernel};
+pub use options::RerankOptions;
 pub use oracle::{Oracle, Precomputed};
 
 /// The pool's kernel read on demand (rows of `K(pool, pool)` computed when asked, the

@@ -39,10 +39,12 @@ mod coverage;
 mod driver;
 pub mod judge;
 pub mod lexical;
+pub mod options;
 pub mod presets;
 mod scorers;
 
 pub use driver::Stop;
+pub use options::{check_reads, SelectOptions};
 
 use crate::backend::picker::{PickerInputs, PickerKind, Rows};
 use crate::backend::{BackendKind, Engine};

@@ -168,14 +168,7 @@ pub(crate) fn parse_list<T: std::str::FromStr>(s: &str, flag: &str) -> Result<Ve
 
 /// The engine options from the environment: the kernel cache directory and CUDA roots.
 pub(crate) fn engine_options() -> EngineOptions {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let cache = var("CTXPRUNE_CACHE_DIR")
-        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("ctxprune")))
-        .or_else(|| var("HOME").map(|h| h.join(".cache").join("ctxprune")));
-    EngineOptions {
-        cache_dir: cache,
-        cuda_roots: ["CUDA_HOME", "CUDA_PATH"].iter().filter_map(|k| var(k)).collect(),
-    }
+    EngineOptions::from_env()
 }
 
 /// An engine and, when `auto` ran on the CPU, why.

@@ -84,25 +84,28 @@ impl ctxprune::rerank::Oracle for Timed<'_> {
 
 /// Runs `ctxprune rerank`.
 pub fn run(a: RerankArgs) -> Result<()> {
-    use ctxprune::rerank::{Acquisition, KernelChoice, Precomputed, Prior, RerankConfig, Reranker};
-    use ctxprune::similarity::{Kernel, KernelKind};
-    let method: ctxprune::rerank::Method = a.method.parse()?;
-    let kind: KernelKind = a.kernel.parse()?;
-    use ctxprune::rerank::Method as M;
-    // Options a method does not use are errors, never silently ignored.
-    let only = |given: bool, flag: &str, ok: &[M]| -> Result<()> {
-        if given && !ok.contains(&method) {
-            return Err(Error::invalid(
-                flag,
-                format!("does not apply to {}", method.name()),
-            ));
-        }
-        Ok(())
+    use ctxprune::rerank::{Precomputed, RerankOptions, Reranker};
+    use ctxprune::similarity::Kernel;
+    let opts = RerankOptions {
+        kernel: Some(&a.kernel),
+        kappa: a.kappa,
+        prior: a.prior.as_deref(),
+        acquisition: a.acquisition.as_deref(),
+        beta0: a.beta0,
+        graph_degree: a.graph_degree,
+        ..RerankOptions::new(&a.method, a.budget, a.capacity)
     };
-    only(a.prior.is_some(), "--prior", &[M::BoundaryMorph])?;
-    only(a.acquisition.is_some(), "--acquisition", &[M::BoundaryMorph])?;
-    only(a.beta0.is_some(), "--beta0", &[M::BoundaryMorph, M::Bagel])?;
-    only(a.graph_degree.is_some(), "--graph-degree", &[M::Rgs])?;
+    let names = [
+        "method",
+        "kernel",
+        "kappa",
+        "prior",
+        "acquisition",
+        "beta0",
+        "graph-degree",
+    ];
+    let cfg = super::cost::flags(opts.config(), &names)?;
+    let method = cfg.method;
     // The HTTP oracle's options apply only to it; the texts and query text feed it alone.
     for (given, flag) in [
         (a.oracle_api.is_some(), "--oracle-api"),
@@ -115,52 +118,6 @@ pub fn run(a: RerankArgs) -> Result<()> {
             return Err(Error::invalid(flag, "applies to --oracle-url"));
         }
     }
-    if let Some(t) = a.oracle_timeout {
-        if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {
-            return Err(Error::invalid(
-                "--oracle-timeout",
-                format!("must be in (0, 86400] seconds, got {t}"),
-            ));
-        }
-    }
-    if a.graph_degree == Some(0) {
-        return Err(Error::invalid("--graph-degree", "must be at least 1"));
-    }
-    let prior = match a.prior.as_deref().unwrap_or("mips") {
-        "mips" => Prior::Mips,
-        "zero" => Prior::Zero,
-        p => {
-            return Err(Error::invalid(
-                "--prior",
-                format!("unknown prior '{p}' (mips, zero)"),
-            ))
-        }
-    };
-    let acquisition = match a.acquisition.as_deref().unwrap_or("boundary") {
-        "boundary" => Acquisition::Boundary,
-        "ucb" => Acquisition::Ucb,
-        p => {
-            return Err(Error::invalid(
-                "--acquisition",
-                format!("unknown acquisition '{p}' (boundary, ucb)"),
-            ))
-        }
-    };
-    if a.beta0.is_some() && method == M::BoundaryMorph && acquisition != Acquisition::Ucb {
-        return Err(Error::invalid("--beta0", "applies to the ucb acquisition"));
-    }
-    if a.kappa.is_some() && kind != KernelKind::Vmf {
-        return Err(Error::invalid("--kappa", "applies to the vmf kernel"));
-    }
-    let mut cfg = RerankConfig::new(method, a.budget, a.capacity);
-    cfg.prior = prior;
-    cfg.acquisition = acquisition;
-    cfg.beta0 = a.beta0.unwrap_or(1.0);
-    cfg.graph_degree = a.graph_degree.unwrap_or(16);
-    cfg.kernel = match (kind, a.kappa) {
-        (KernelKind::Vmf, Some(k)) => KernelChoice::Fixed(Kernel::Vmf { kappa: k }),
-        _ => KernelChoice::Median(kind),
-    };
     let opened = open_engine(&a.backend)?;
     let reranker = Reranker::new(&opened.engine, cfg)?;
     let pool_rows = io::load_embeddings(&a.embeddings)?.embeddings;
@@ -197,10 +154,11 @@ pub fn run(a: RerankArgs) -> Result<()> {
                 .query_text
                 .as_deref()
                 .ok_or_else(|| Error::invalid("--query-text", "--oracle-url needs the query text"))?;
-            let api = a.oracle_api.as_deref().unwrap_or("tei").parse()?;
+            let names = ["oracle-api", "oracle-timeout"];
+            let api = super::cost::flags(a.oracle_api.as_deref().unwrap_or("tei").parse(), &names)?;
             let mut cfg = ctxprune::rerank::http::HttpConfig::new(url, api);
             if let Some(t) = a.oracle_timeout {
-                cfg.timeout = std::time::Duration::from_secs_f64(t);
+                cfg = super::cost::flags(cfg.timeout_secs(t), &names)?;
             }
             if let Some(r) = a.oracle_retries {
                 cfg.retries = r;

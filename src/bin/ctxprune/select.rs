@@ -1,8 +1,9 @@
 //! `ctxprune select`: score and select candidates by marginal value; one JSON object on
 //! stdout.
 
+use super::cost::flags;
 use super::{open_engine, parse_list};
-use ctxprune::select::{Inputs, Method, Mode, Request, SelectConfig, Selector};
+use ctxprune::select::{check_reads, Inputs, Method, Request, SelectOptions, Selector};
 use ctxprune::{io, Error, Pool, Result};
 use std::path::PathBuf;
 
@@ -59,70 +60,42 @@ pub struct SelectArgs {
 
 /// Runs `ctxprune select`.
 pub fn run(a: SelectArgs) -> Result<()> {
-    let method: Method = a.method.parse()?;
-    let mode: Mode = a.mode.parse()?;
-    // Inputs the method does not read are errors, never silently ignored.
-    for (given, flag, reads) in [
-        (a.query.is_some(), "--query", method.reads_query()),
-        (a.query_text.is_some(), "--query-text", method == Method::Lexical),
-        (a.texts.is_some(), "--texts", method == Method::Lexical),
-    ] {
-        if given && !reads {
-            return Err(Error::invalid(
-                flag,
-                format!("does not apply to {} (it does not read it)", method.name()),
-            ));
-        }
-    }
+    let weights: Option<Vec<f64>> = a
+        .weights
+        .as_deref()
+        .map(|w| parse_list(w, "--weights"))
+        .transpose()?;
+    let opts = SelectOptions {
+        method: &a.method,
+        mode: Some(&a.mode),
+        preset: a.preset.as_deref(),
+        k: a.k,
+        token_budget: a.token_budget,
+        threshold: a.threshold,
+        lambda: a.lambda,
+        weights: weights.as_deref(),
+    };
+    const NAMES: &[&str] = &[
+        "method",
+        "mode",
+        "preset",
+        "weights",
+        "query",
+        "query-text",
+        "texts",
+    ];
+    let cfg = flags(opts.config(), NAMES)?;
+    let (method, mode) = (cfg.method_kind(), cfg.mode_kind());
+    flags(
+        check_reads(
+            method,
+            a.query.is_some(),
+            a.query_text.is_some(),
+            a.texts.is_some(),
+        ),
+        NAMES,
+    )?;
     let opened = open_engine(&a.backend)?;
-    let mut cfg = SelectConfig::new(method).mode(mode);
-    match a.preset.as_deref() {
-        None => {}
-        Some("paper") => cfg = cfg.paper_preset(true),
-        Some(p) => {
-            return Err(Error::invalid(
-                "--preset",
-                format!("unknown preset '{p}' (paper)"),
-            ))
-        }
-    }
-    if let Some(k) = a.k {
-        cfg = cfg.k(k);
-    }
-    if let Some(t) = a.token_budget {
-        cfg = cfg.token_budget(t);
-    }
-    if let Some(t) = a.threshold {
-        cfg = cfg.threshold(t);
-    }
-    if let Some(l) = a.lambda {
-        cfg = cfg.lambda(l);
-    }
-    if let Some(w) = &a.weights {
-        let w: Vec<f64> = parse_list(w, "--weights")?;
-        cfg = match (method, w.as_slice()) {
-            (Method::Lexical, &[t, j]) => cfg.lexical_weights([t, j]),
-            (Method::Hybrid, &[x, y, z]) => cfg.weights([x, y, z]),
-            (Method::Lexical, _) => {
-                return Err(Error::invalid(
-                    "--weights",
-                    "lexical takes two weights: w_tfidf,w_jaccard",
-                ))
-            }
-            (Method::Hybrid, _) => {
-                return Err(Error::invalid(
-                    "--weights",
-                    "hybrid takes three weights: alpha,beta,gamma",
-                ))
-            }
-            _ => {
-                return Err(Error::invalid(
-                    "--weights",
-                    format!("{} takes no weights", method.name()),
-                ))
-            }
-        };
-    }
     let selector = Selector::new(&opened.engine, cfg)?;
     let retained: Vec<usize> = match &a.retained {
         Some(r) if !r.trim().is_empty() => parse_list(r, "--retained")?,

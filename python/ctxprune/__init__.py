@@ -1,0 +1,358 @@
+"""ctxprune: decides what enters an LLM research agent's context, and does it fast.
+
+Marginal-value selection (MMR, GRN, centroid drift, DPP, coverage per token, hybrid,
+lexical), budgeted top-k reranking with a limited oracle (BoundaryMORPH), observation
+masking of agent trajectories, and token-cost accounting, on the CPU or a CUDA device.
+
+    import numpy as np, ctxprune
+    X = np.random.default_rng(0).standard_normal((1000, 384), dtype=np.float32)
+    sel = ctxprune.select(X, query=X[0], method="mmr", k=10)
+    sel.indices                     # int64 array, in pick order
+
+Every call that computes releases the GIL, so Python threads run selections in parallel.
+Errors are `InvalidInputError` (a ValueError), `FileError` (an OSError), `BackendError`
+and `OracleError`, all `CtxpruneError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _native, cost
+from ._arrays import floats as _floats
+from ._arrays import indices as _indices
+from ._arrays import numbers as _numbers
+from ._errors import BackendError, CtxpruneError, FileError, InvalidInputError, OracleError
+from ._native import DEFAULT_PLACEHOLDER, Engine, Reranked, Selection
+
+__all__ = [
+    "Engine", "Pool", "Selector", "Selection", "Reranker", "Reranked", "MaskSession",
+    "select", "rerank", "mask", "count_tokens", "default_engine", "cost",
+    "CtxpruneError", "InvalidInputError", "FileError", "BackendError", "OracleError",
+    "DEFAULT_PLACEHOLDER",
+]
+__version__ = "0.1.0"
+
+_default: Optional[Engine] = None
+_default_lock = threading.Lock()
+
+
+def default_engine() -> Engine:
+    """The module's engine, opened on first use: `CTXPRUNE_BACKEND` (auto, cpu, cuda) or
+    auto (CUDA when usable, else the CPU; `.fallback_reason` says why)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Engine(os.environ.get("CTXPRUNE_BACKEND") or "auto")
+        return _default
+
+
+def _engine(engine: Optional[Engine]) -> Engine:
+    if engine is None:
+        return default_engine()
+    if not isinstance(engine, Engine):
+        raise InvalidInputError(f"invalid engine: expected a ctxprune.Engine, got {type(engine).__name__}")
+    return engine
+
+
+class Pool:
+    """Embeddings made resident once: rows normalised to unit length (into the engine's
+    own copy; the array passed in is never written) and, on a CUDA engine, kept on the
+    device. Reuse one pool across any number of selections and reranks.
+
+    `embeddings`: an N x d float16, float32 or float64 array (C-contiguous arrays are read
+    once, other layouts copied once); `storage`: "f32", or "f16"/"bf16" for a
+    half-precision device copy (CUDA only)."""
+
+    def __init__(self, embeddings: Any, *, engine: Optional[Engine] = None, storage: str = "f32"):
+        self.engine = _engine(engine)
+        self._pool = _native.Pool(self.engine, _floats(embeddings, "embeddings", 2), storage)
+
+    def __len__(self) -> int:
+        return len(self._pool)
+
+    @property
+    def dim(self) -> int:
+        """The embedding dimension."""
+        return self._pool.dim
+
+    @property
+    def on_device(self) -> bool:
+        """Whether the rows are resident on a device."""
+        return self._pool.on_device
+
+    @property
+    def storage(self) -> str:
+        """"f32", "f16" or "bf16"."""
+        return self._pool.storage
+
+    def __repr__(self) -> str:
+        return repr(self._pool)
+
+
+def _pool(x: Any, engine: Engine) -> Optional[Pool]:
+    if x is None or isinstance(x, Pool):
+        return x
+    return Pool(x, engine=engine)
+
+
+class Selector:
+    """A selection configuration checked once (ranges, options the method does not read),
+    then `select` from any thread, any number of times.
+
+    `method`: "mmr", "grn", "centroid", "dpp", "coverage", "hybrid" or "lexical";
+    `mode`: "greedy" (budgeted) or "gate" (keep rows with V >= threshold against
+    `retained`); `k` item budget; `token_budget` over `costs`; `lambda_` the MMR / lexical
+    trade-off in [0, 1]; `threshold` tau; `preset="paper"` the paper's operating point
+    for every option not given; `weights` hybrid (alpha, beta, gamma) or lexical
+    (w_tfidf, w_jaccard)."""
+
+    def __init__(
+        self,
+        method: str = "mmr",
+        *,
+        mode: str = "greedy",
+        k: Optional[int] = None,
+        token_budget: Optional[float] = None,
+        lambda_: Optional[float] = None,
+        threshold: Optional[float] = None,
+        preset: Optional[str] = None,
+        weights: Optional[Sequence[float]] = None,
+        engine: Optional[Engine] = None,
+    ):
+        self.engine = _engine(engine)
+        self._sel = _native.Selector(
+            self.engine, method, mode=mode, k=k, token_budget=token_budget, lambda_=lambda_,
+            threshold=threshold, preset=preset,
+            weights=None if weights is None else _numbers(weights, "weights"),
+        )
+
+    @property
+    def method(self) -> str:
+        return self._sel.method
+
+    def select(
+        self,
+        pool: Any = None,
+        query: Any = None,
+        *,
+        costs: Any = None,
+        retained: Iterable[int] = (),
+        texts: Optional[Sequence[str]] = None,
+        query_text: Optional[str] = None,
+    ) -> Selection:
+        """Selects from `pool` (a Pool or an N x d array; None for lexical without
+        embeddings). `query`: a d-vector (mmr, dpp, hybrid need it; coverage and dpp weigh
+        by it when given); `costs`: each row's token cost (> 0); `retained`: rows already in
+        the context, in the order they were added; `texts` / `query_text`: lexical."""
+        p = _pool(pool, self.engine)
+        return self._sel.select(
+            None if p is None else p._pool,
+            None if query is None else _floats(query, "query", 1),
+            costs=None if costs is None else _numbers(costs, "costs"),
+            retained=_indices(retained, "retained"),
+            texts=None if texts is None else list(texts),
+            query_text=query_text,
+        )
+
+    def __repr__(self) -> str:
+        return repr(self._sel)
+
+
+def select(
+    embeddings: Any,
+    query: Any = None,
+    method: str = "mmr",
+    k: Optional[int] = None,
+    token_budget: Optional[float] = None,
+    costs: Any = None,
+    retained: Iterable[int] = (),
+    lambda_: Optional[float] = None,
+    threshold: Optional[float] = None,
+    preset: Optional[str] = None,
+    mode: str = "greedy",
+    *,
+    weights: Optional[Sequence[float]] = None,
+    texts: Optional[Sequence[str]] = None,
+    query_text: Optional[str] = None,
+    engine: Optional[Engine] = None,
+) -> Selection:
+    """Selects rows of `embeddings` (an N x d array, or a Pool) by marginal value; see
+    `Selector` for the options. Returns a `Selection`: `.indices` (int64, in pick order),
+    `.gains`, `.stop`, `.tokens`, `.notes`, `.backend`.
+
+    >>> import numpy as np, ctxprune
+    >>> X = np.eye(3, dtype=np.float32) + 0.1
+    >>> ctxprune.select(X, query=X[0], method="mmr", k=2).indices.tolist()
+    [0, 1]
+    """
+    if isinstance(embeddings, Pool):
+        engine = embeddings.engine if engine is None else engine
+    s = Selector(
+        method, mode=mode, k=k, token_budget=token_budget, lambda_=lambda_,
+        threshold=threshold, preset=preset, weights=weights, engine=engine,
+    )
+    return s.select(embeddings, query, costs=costs, retained=retained, texts=texts, query_text=query_text)
+
+
+Oracle = Union[str, Callable[[np.ndarray], Any]]
+
+
+class Reranker:
+    """A budgeted top-k configuration checked once: at most `budget` oracle calls to
+    return the best `capacity` rows. `method`: "boundary-morph" (a Gaussian process over
+    the pool with the boundary rule), "bagel", "single-stage" or "rgs"; `kernel`: "vmf"
+    (default, concentration by the median heuristic unless `kappa`), "cosine", "rbf",
+    "matern52"; `prior` ("mips", "zero") and `acquisition` ("boundary", "ucb") for
+    boundary-morph; `beta0` for UCB; `graph_degree` for rgs."""
+
+    def __init__(
+        self,
+        budget: int,
+        capacity: int,
+        method: str = "boundary-morph",
+        *,
+        kernel: Optional[str] = None,
+        kappa: Optional[float] = None,
+        prior: Optional[str] = None,
+        acquisition: Optional[str] = None,
+        beta0: Optional[float] = None,
+        graph_degree: Optional[int] = None,
+        engine: Optional[Engine] = None,
+    ):
+        self.engine = _engine(engine)
+        self._r = _native.Reranker(
+            self.engine, budget, capacity, method, kernel=kernel, kappa=kappa, prior=prior,
+            acquisition=acquisition, beta0=beta0, graph_degree=graph_degree,
+        )
+
+    def rerank(
+        self,
+        pool: Any,
+        query: Any,
+        oracle: Oracle,
+        *,
+        texts: Optional[Sequence[str]] = None,
+        query_text: Optional[str] = None,
+        api: Optional[str] = None,
+        timeout: Optional[float] = None,
+        retries: Optional[int] = None,
+    ) -> Reranked:
+        """Reranks `pool` (a Pool or an N x d array) for `query` (a d-vector).
+
+        `oracle` is a callable `f(indices) -> scores` (an int64 array in, as many floats
+        in [0, 1] out; called with batches; an exception inside it propagates as it is),
+        or the URL of a TEI or Cohere-style rerank server (`api="tei"` or `"cohere"`),
+        which needs the pool's `texts` and the `query_text`."""
+        p = _pool(pool, self.engine)
+        return self._r.rerank(
+            p._pool, _floats(query, "query", 1), oracle,
+            texts=None if texts is None else list(texts), query_text=query_text,
+            api=api, timeout=timeout, retries=retries,
+        )
+
+    def __repr__(self) -> str:
+        return repr(self._r)
+
+
+def rerank(
+    pool: Any,
+    query: Any,
+    oracle: Oracle,
+    budget: int,
+    capacity: int,
+    method: str = "boundary-morph",
+    *,
+    engine: Optional[Engine] = None,
+    **options: Any,
+) -> Reranked:
+    """The best `capacity` rows of `pool` for `query` with at most `budget` oracle calls;
+    see `Reranker` for the options and `Reranker.rerank` for the oracle. Returns a
+    `Reranked`: `.indices` (best first), `.scored`, `.scores`, `.oracle_calls`."""
+    http = {k: options.pop(k) for k in ("texts", "query_text", "api", "timeout", "retries") if k in options}
+    if isinstance(pool, Pool):
+        engine = pool.engine if engine is None else engine
+    r = Reranker(budget, capacity, method, engine=engine, **options)
+    return r.rerank(pool, query, oracle, **http)
+
+
+def _plain(o: Any) -> Any:
+    """JSON for SDK message objects (pydantic models of the OpenAI and Anthropic SDKs)."""
+    dump = getattr(o, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def _to_json(messages: Any) -> str:
+    if not isinstance(messages, (list, tuple, dict)):
+        raise InvalidInputError(
+            f"invalid messages: expected a list of message dicts (or a dict with \"messages\"), "
+            f"got {type(messages).__name__}"
+        )
+    try:
+        return json.dumps(messages, ensure_ascii=False, default=_plain)
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"invalid messages: not JSON ({e})") from None
+
+
+class MaskSession:
+    """One conversation's observation masking (an agent loop): the options checked once,
+    token counts of earlier messages cached across calls. Pass the whole history each
+    turn; start a new session for another conversation.
+
+    `format`: "auto", "openai" or "anthropic"; `window`: turns whose observations are kept,
+    counting back from the latest; `keep_errors`, `keep_first`; `tools_keep` (never
+    masked) / `tools_mask` (only these masked); `trigger_tokens`: mask only above this
+    context size; `clear_at_least`: mask only when that many tokens would go; `step`: the
+    boundary moves in steps of this many turns; `placeholder`: the template ({tool},
+    {args}, {tokens}, {lines}); `tokenizer`: "o200k_base" (default), "cl100k_base", "approx" or a
+    tokenizer.json path."""
+
+    def __init__(
+        self,
+        format: str = "auto",
+        window: int = 5,
+        *,
+        keep_errors: bool = True,
+        keep_first: bool = False,
+        tools_keep: Sequence[str] = (),
+        tools_mask: Sequence[str] = (),
+        trigger_tokens: Optional[int] = None,
+        clear_at_least: int = 0,
+        step: int = 1,
+        placeholder: Optional[str] = None,
+        tokenizer: str = "o200k_base",
+    ):
+        self._s = _native.MaskSession(
+            format, window=window, keep_errors=keep_errors, keep_first=keep_first,
+            tools_keep=list(tools_keep), tools_mask=list(tools_mask),
+            trigger_tokens=trigger_tokens, clear_at_least=clear_at_least, step=step,
+            placeholder=placeholder, tokenizer=tokenizer,
+        )
+        self.stats: Optional[dict] = None
+
+    def mask(self, messages: Any) -> Any:
+        """The messages with stale tool observations replaced by the placeholder, in the
+        shape given (a list of dicts, or a dict with "messages"); the input is not
+        changed. `self.stats` holds the accounting of this call."""
+        text, self.stats = self._s.mask_json(_to_json(messages))
+        return json.loads(text)
+
+
+def mask(messages: Any, format: str = "auto", window: int = 5, **options: Any) -> Any:
+    """Masks stale tool observations in one trajectory (OpenAI or Anthropic messages as
+    plain lists of dicts); see `MaskSession` for the options. Returns the masked messages
+    in the shape given; the input is not changed."""
+    return MaskSession(format, window, **options).mask(messages)
+
+
+def count_tokens(text: str, tokenizer: str = "o200k_base") -> int:
+    """Tokens in `text`: "o200k_base", "cl100k_base", "approx" (4 characters a token) or a
+    HuggingFace tokenizer.json path."""
+    return _native.count_tokens(text, tokenizer)

@@ -1,0 +1,79 @@
+//! numpy arrays in: float32, float16 and float64, C-contiguous (the Python side makes
+//! other layouts contiguous, and refuses other dtypes, before they get here). Each is read
+//! once into owned f32 rows; a float64 value that does not fit in f32 is an error naming
+//! its position, never an infinity or a silent zero.
+
+use crate::errors::{invalid, IntoPy};
+use ctxprune::Embeddings;
+use numpy::{PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::prelude::*;
+
+/// `x` narrowed to f32, or `None` when it does not fit (finite and too large, or
+/// non-zero and too small); NaN and infinities pass through to the crate's checks.
+fn narrow(x: f64) -> Option<f32> {
+    let y = x as f32;
+    let lost = x.is_finite() && (y.is_infinite() || (y == 0.0 && x != 0.0));
+    (!lost).then_some(y)
+}
+
+/// The values of a contiguous float array (1-D or 2-D) as f32, naming `what[pos]` when a
+/// float64 value does not fit. `cols` is the row length, for the position in messages.
+fn values(py: Python<'_>, a: &Bound<'_, PyAny>, what: &str, cols: usize) -> PyResult<Vec<f32>> {
+    let place = |i: usize| {
+        if cols == 0 {
+            format!("{what}[{i}]")
+        } else {
+            format!("{what}[{}, {}]", i / cols, i % cols)
+        }
+    };
+    let contiguous = |e: numpy::AsSliceError| invalid(py, what, format!("not C-contiguous ({e})"));
+    macro_rules! read {
+        ($t:ty, $conv:expr) => {
+            if let Ok(r) = a.extract::<PyReadonlyArray1<'_, $t>>() {
+                return r
+                    .as_slice()
+                    .map_err(contiguous)?
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| $conv(i, v))
+                    .collect();
+            }
+            if let Ok(r) = a.extract::<PyReadonlyArray2<'_, $t>>() {
+                return r
+                    .as_slice()
+                    .map_err(contiguous)?
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| $conv(i, v))
+                    .collect();
+            }
+        };
+    }
+    read!(f32, |_, v: f32| Ok(v));
+    read!(half::f16, |_, v: half::f16| Ok(v.to_f32()));
+    read!(f64, |i, v: f64| narrow(v).ok_or_else(|| invalid(
+        py,
+        &place(i),
+        format!("{v} does not fit in float32")
+    )));
+    Err(invalid(
+        py,
+        what,
+        "expected a float16, float32 or float64 numpy array",
+    ))
+}
+
+/// An N x d matrix from a 2-D array.
+pub fn matrix(py: Python<'_>, a: &Bound<'_, PyAny>, what: &str) -> PyResult<Embeddings> {
+    let shape: (usize, usize) = a
+        .getattr("shape")?
+        .extract()
+        .map_err(|_| invalid(py, what, "must be 2-D (rows x dimensions)"))?;
+    let v = values(py, a, what, shape.1)?;
+    Embeddings::new(shape.0, shape.1, v, what).py(py)
+}
+
+/// A vector from a 1-D array.
+pub fn vector(py: Python<'_>, a: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<f32>> {
+    values(py, a, what, 0)
+}

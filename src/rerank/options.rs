@@ -1,0 +1,110 @@
+//! A rerank configuration by name, as a command line, a Python caller or an HTTP request
+//! gives it: every option checked here once, and an option the method does not read is an
+//! error naming it, never ignored.
+
+use super::{Acquisition, KernelChoice, Method, Prior, RerankConfig};
+use crate::error::{Error, Result};
+use crate::similarity::{Kernel, KernelKind};
+
+/// Options by name; `None` takes the default. Errors name the option as written here
+/// (`prior`, `graph-degree`); a front end renames them to its flags or arguments.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RerankOptions<'a> {
+    /// `boundary-morph`, `bagel`, `single-stage` or `rgs`.
+    pub method: &'a str,
+    /// Oracle calls allowed, `B`.
+    pub budget: usize,
+    /// Documents returned, `k`.
+    pub capacity: usize,
+    /// The GP's kernel family: `vmf` (default), `cosine`, `rbf`, `matern52`; its bandwidth
+    /// from the median heuristic unless `kappa` fixes vMF's.
+    pub kernel: Option<&'a str>,
+    /// vMF's concentration, fixed (vmf only).
+    pub kappa: Option<f32>,
+    /// `mips` (default) or `zero` (boundary-morph only).
+    pub prior: Option<&'a str>,
+    /// `boundary` (default) or `ucb` (boundary-morph only).
+    pub acquisition: Option<&'a str>,
+    /// UCB's `beta0`, by default 1 (bagel, and boundary-morph with `ucb`).
+    pub beta0: Option<f64>,
+    /// RGS's graph degree, by default 16 (rgs only).
+    pub graph_degree: Option<usize>,
+}
+
+impl<'a> RerankOptions<'a> {
+    /// `method` with budget `B`, capacity `k` and every other option at its default.
+    #[must_use]
+    pub fn new(method: &'a str, budget: usize, capacity: usize) -> Self {
+        RerankOptions {
+            method,
+            budget,
+            capacity,
+            kernel: None,
+            kappa: None,
+            prior: None,
+            acquisition: None,
+            beta0: None,
+            graph_degree: None,
+        }
+    }
+
+    /// The checked configuration. Ranges that need the pool (the budget against its size)
+    /// are checked by [`super::Reranker`].
+    pub fn config(&self) -> Result<RerankConfig> {
+        let method: Method = self.method.parse()?;
+        let kind: KernelKind = self.kernel.unwrap_or("vmf").parse()?;
+        let only = |given: bool, name: &str, ok: &[Method]| -> Result<()> {
+            if given && !ok.contains(&method) {
+                return Err(Error::invalid(
+                    name,
+                    format!("does not apply to {}", method.name()),
+                ));
+            }
+            Ok(())
+        };
+        use Method as M;
+        only(self.prior.is_some(), "prior", &[M::BoundaryMorph])?;
+        only(self.acquisition.is_some(), "acquisition", &[M::BoundaryMorph])?;
+        only(self.beta0.is_some(), "beta0", &[M::BoundaryMorph, M::Bagel])?;
+        only(self.graph_degree.is_some(), "graph-degree", &[M::Rgs])?;
+        if self.graph_degree == Some(0) {
+            return Err(Error::invalid("graph-degree", "must be at least 1"));
+        }
+        let prior = match self.prior.unwrap_or("mips") {
+            "mips" => Prior::Mips,
+            "zero" => Prior::Zero,
+            p => {
+                return Err(Error::invalid(
+                    "prior",
+                    format!("unknown prior '{p}' (mips, zero)"),
+                ))
+            }
+        };
+        let acquisition = match self.acquisition.unwrap_or("boundary") {
+            "boundary" => Acquisition::Boundary,
+            "ucb" => Acquisition::Ucb,
+            p => {
+                return Err(Error::invalid(
+                    "acquisition",
+                    format!("unknown acquisition '{p}' (boundary, ucb)"),
+                ))
+            }
+        };
+        if self.beta0.is_some() && method == M::BoundaryMorph && acquisition != Acquisition::Ucb {
+            return Err(Error::invalid("beta0", "applies to the ucb acquisition"));
+        }
+        if self.kappa.is_some() && kind != KernelKind::Vmf {
+            return Err(Error::invalid("kappa", "applies to the vmf kernel"));
+        }
+        let mut cfg = RerankConfig::new(method, self.budget, self.capacity);
+        cfg.prior = prior;
+        cfg.acquisition = acquisition;
+        cfg.beta0 = self.beta0.unwrap_or(1.0);
+        cfg.graph_degree = self.graph_degree.unwrap_or(16);
+        cfg.kernel = match (kind, self.kappa) {
+            (KernelKind::Vmf, Some(k)) => KernelChoice::Fixed(Kernel::Vmf { kappa: k }),
+            _ => KernelChoice::Median(kind),
+        };
+        Ok(cfg)
+    }
+}
