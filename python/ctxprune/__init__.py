@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 import numpy as np
 
 from . import _native, cost
+from ._arrays import count as _count
 from ._arrays import floats as _floats
 from ._arrays import indices as _indices
 from ._arrays import numbers as _numbers
@@ -127,7 +128,7 @@ class Selector:
     ):
         self.engine = _engine(engine)
         self._sel = _native.Selector(
-            self.engine, method, mode=mode, k=k, token_budget=token_budget, lambda_=lambda_,
+            self.engine, method, mode=mode, k=_count(k, "k"), token_budget=token_budget, lambda_=lambda_,
             threshold=threshold, preset=preset,
             weights=None if weights is None else _numbers(weights, "weights"),
         )
@@ -227,8 +228,8 @@ class Reranker:
     ):
         self.engine = _engine(engine)
         self._r = _native.Reranker(
-            self.engine, budget, capacity, method, kernel=kernel, kappa=kappa, prior=prior,
-            acquisition=acquisition, beta0=beta0, graph_degree=graph_degree,
+            self.engine, _count(budget, "budget"), _count(capacity, "capacity"), method, kernel=kernel, kappa=kappa, prior=prior,
+            acquisition=acquisition, beta0=beta0, graph_degree=_count(graph_degree, "graph_degree"),
         )
 
     def rerank(
@@ -253,7 +254,7 @@ class Reranker:
         return self._r.rerank(
             p._pool, _floats(query, "query", 1), oracle,
             texts=None if texts is None else list(texts), query_text=query_text,
-            api=api, timeout=timeout, retries=retries,
+            api=api, timeout=timeout, retries=_count(retries, "retries"),
         )
 
     def __repr__(self) -> str:
@@ -330,9 +331,10 @@ class MaskSession:
         tokenizer: str = "o200k_base",
     ):
         self._s = _native.MaskSession(
-            format, window=window, keep_errors=keep_errors, keep_first=keep_first,
+            format, window=_count(window, "window"), keep_errors=keep_errors, keep_first=keep_first,
             tools_keep=list(tools_keep), tools_mask=list(tools_mask),
-            trigger_tokens=trigger_tokens, clear_at_least=clear_at_least, step=step,
+            trigger_tokens=_count(trigger_tokens, "trigger_tokens"),
+            clear_at_least=_count(clear_at_least, "clear_at_least"), step=_count(step, "step"),
             placeholder=placeholder, tokenizer=tokenizer,
         )
         self.stats: Optional[dict] = None

@@ -56,3 +56,16 @@ def indices(x: Any, name: str) -> list:
     if a.ndim != 1 or a.dtype.kind not in "iu":
         raise InvalidInputError(f"invalid {name}: must be a 1-D sequence of ints")
     return [int(i) for i in a]
+
+
+def count(v: Any, name: str) -> Any:
+    """A non-negative int argument (None passes), or an InvalidInputError naming it."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise InvalidInputError(f"invalid {name}: expected a non-negative int, got {v!r}")
+    if v < 0:
+        raise InvalidInputError(f"invalid {name}: {v} is negative")
+    if v >= 2**63:
+        raise InvalidInputError(f"invalid {name}: {v} is too large")
+    return int(v)

@@ -7,6 +7,7 @@ import os
 from typing import Optional, Union
 
 from . import _native
+from ._arrays import count as _count
 
 __all__ = ["flops", "etc", "plan"]
 
@@ -39,9 +40,11 @@ def flops(
     elif config is not None:
         path = os.fspath(config)
     return _native.flops(
-        path, config_json=text, layers=layers, hidden=hidden, ffn=ffn, q_heads=q_heads,
-        kv_heads=kv_heads, experts_active=experts_active, activation=activation,
-        context=context, sliding_layers=sliding_layers, window=window,
+        path, config_json=text, layers=_count(layers, "layers"), hidden=_count(hidden, "hidden"),
+        ffn=_count(ffn, "ffn"), q_heads=_count(q_heads, "q_heads"), kv_heads=_count(kv_heads, "kv_heads"),
+        experts_active=_count(experts_active, "experts_active"), activation=activation,
+        context=_count(context, "context"), sliding_layers=_count(sliding_layers, "sliding_layers"),
+        window=_count(window, "window"),
     )
 
 
@@ -55,4 +58,4 @@ def etc(
 def plan(depth: int, *, window: int = 20, stride: int = 10) -> dict:
     """The listwise plan over the top `depth`: {"windows": [(start, end)], "duplication"},
     windows in processing order (back to front)."""
-    return _native.plan(depth, window=window, stride=stride)
+    return _native.plan(_count(depth, "depth"), window=_count(window, "window"), stride=_count(stride, "stride"))
