@@ -19,12 +19,9 @@ fn narrow(x: f64) -> Option<f32> {
 /// The values of a contiguous float array (1-D or 2-D) as f32, naming `what[pos]` when a
 /// float64 value does not fit. `cols` is the row length, for the position in messages.
 fn values(py: Python<'_>, a: &Bound<'_, PyAny>, what: &str, cols: usize) -> PyResult<Vec<f32>> {
-    let place = |i: usize| {
-        if cols == 0 {
-            format!("{what}[{i}]")
-        } else {
-            format!("{what}[{}, {}]", i / cols, i % cols)
-        }
+    let place = |i: usize| match i.checked_div(cols) {
+        Some(row) => format!("{what}[{row}, {}]", i % cols),
+        None => format!("{what}[{i}]"),
     };
     let contiguous = |e: numpy::AsSliceError| invalid(py, what, format!("not C-contiguous ({e})"));
     macro_rules! read {

@@ -59,6 +59,7 @@ impl Selector {
 
     /// Selects from `pool` (None for lexical without embeddings).
     #[pyo3(signature = (pool, query = None, *, costs = None, retained = Vec::new(), texts = None, query_text = None))]
+    #[allow(clippy::too_many_arguments)]
     fn select(
         &self,
         py: Python<'_>,

@@ -1,0 +1,172 @@
+# Type stubs of the extension module (python/src/). The public API is ctxprune/__init__.py,
+# which wraps these with argument checks and docs.
+from os import PathLike
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+DEFAULT_PLACEHOLDER: str
+
+class Engine:
+    def __init__(
+        self,
+        backend: str = "auto",
+        *,
+        device: int = 0,
+        cache_dir: Optional[Union[str, PathLike[str]]] = None,
+        cuda_roots: Sequence[Union[str, PathLike[str]]] = (),
+    ) -> None: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def fallback_reason(self) -> Optional[str]: ...
+    @property
+    def device(self) -> Optional[int]: ...
+    def describe(self) -> str: ...
+
+class Pool:
+    def __init__(self, engine: Engine, embeddings: npt.NDArray[Any], storage: str = "f32") -> None: ...
+    def __len__(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def on_device(self) -> bool: ...
+    @property
+    def storage(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+
+class Selection:
+    @property
+    def indices(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def gains(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def stop(self) -> Optional[str]: ...
+    @property
+    def threshold(self) -> Optional[float]: ...
+    @property
+    def tokens(self) -> float: ...
+    @property
+    def notes(self) -> list[str]: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+    def __len__(self) -> int: ...
+
+class Selector:
+    def __init__(
+        self,
+        engine: Engine,
+        method: str = "mmr",
+        *,
+        mode: str = "greedy",
+        k: Optional[int] = None,
+        token_budget: Optional[float] = None,
+        lambda_: Optional[float] = None,
+        threshold: Optional[float] = None,
+        preset: Optional[str] = None,
+        weights: Optional[Sequence[float]] = None,
+    ) -> None: ...
+    def select(
+        self,
+        pool: Optional[Pool],
+        query: Optional[npt.NDArray[Any]] = None,
+        *,
+        costs: Optional[Sequence[float]] = None,
+        retained: Sequence[int] = (),
+        texts: Optional[Sequence[str]] = None,
+        query_text: Optional[str] = None,
+    ) -> Selection: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+
+class Reranked:
+    @property
+    def indices(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def scored(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def scores(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def oracle_calls(self) -> int: ...
+    @property
+    def kappa(self) -> Optional[float]: ...
+    @property
+    def notes(self) -> list[str]: ...
+    @property
+    def backend(self) -> str: ...
+    def __len__(self) -> int: ...
+
+class Reranker:
+    def __init__(
+        self,
+        engine: Engine,
+        budget: int,
+        capacity: int,
+        method: str = "boundary-morph",
+        *,
+        kernel: Optional[str] = None,
+        kappa: Optional[float] = None,
+        prior: Optional[str] = None,
+        acquisition: Optional[str] = None,
+        beta0: Optional[float] = None,
+        graph_degree: Optional[int] = None,
+    ) -> None: ...
+    def rerank(
+        self,
+        pool: Pool,
+        query: npt.NDArray[Any],
+        oracle: Union[str, Callable[[npt.NDArray[np.int64]], Any]],
+        *,
+        texts: Optional[Sequence[str]] = None,
+        query_text: Optional[str] = None,
+        api: Optional[str] = None,
+        timeout: Optional[float] = None,
+        retries: Optional[int] = None,
+    ) -> Reranked: ...
+    @property
+    def method(self) -> str: ...
+
+class MaskSession:
+    def __init__(
+        self,
+        format: str = "auto",
+        *,
+        window: int = 5,
+        keep_errors: bool = True,
+        keep_first: bool = False,
+        tools_keep: Sequence[str] = (),
+        tools_mask: Sequence[str] = (),
+        trigger_tokens: Optional[int] = None,
+        clear_at_least: int = 0,
+        step: int = 1,
+        placeholder: Optional[str] = None,
+        tokenizer: str = "o200k_base",
+    ) -> None: ...
+    def mask_json(self, text: str) -> Tuple[str, dict[str, int]]: ...
+
+def count_tokens(text: str, tokenizer: str = "o200k_base") -> int: ...
+def flops(
+    config: Optional[str] = None,
+    *,
+    config_json: Optional[str] = None,
+    layers: Optional[int] = None,
+    hidden: Optional[int] = None,
+    ffn: Optional[int] = None,
+    q_heads: Optional[int] = None,
+    kv_heads: Optional[int] = None,
+    experts_active: Optional[int] = None,
+    activation: Optional[str] = None,
+    context: int = 32768,
+    sliding_layers: Optional[int] = None,
+    window: Optional[int] = None,
+) -> dict[str, Any]: ...
+def etc(input_noncached: float, input_cached: float, output: float, *, alpha: float = 0.3, beta: float = 5.0) -> float: ...
+def plan(depth: int, *, window: int = 20, stride: int = 10) -> dict[str, Any]: ...
