@@ -5,7 +5,7 @@
 
 use crate::errors::{invalid, IntoPy};
 use ctxprune::Embeddings;
-use numpy::{PyReadonlyArray1, PyReadonlyArray2};
+use numpy::PyReadonlyArrayDyn;
 use pyo3::prelude::*;
 
 /// `x` narrowed to f32, or `None` when it does not fit (finite and too large, or
@@ -26,23 +26,9 @@ fn values(py: Python<'_>, a: &Bound<'_, PyAny>, what: &str, cols: usize) -> PyRe
     let contiguous = |e: numpy::AsSliceError| invalid(py, what, format!("not C-contiguous ({e})"));
     macro_rules! read {
         ($t:ty, $conv:expr) => {
-            if let Ok(r) = a.extract::<PyReadonlyArray1<'_, $t>>() {
-                return r
-                    .as_slice()
-                    .map_err(contiguous)?
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &v)| $conv(i, v))
-                    .collect();
-            }
-            if let Ok(r) = a.extract::<PyReadonlyArray2<'_, $t>>() {
-                return r
-                    .as_slice()
-                    .map_err(contiguous)?
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &v)| $conv(i, v))
-                    .collect();
+            if let Ok(r) = a.extract::<PyReadonlyArrayDyn<'_, $t>>() {
+                let v = r.as_slice().map_err(contiguous)?;
+                return v.iter().enumerate().map(|(i, &x)| $conv(i, x)).collect();
             }
         };
     }
