@@ -452,6 +452,92 @@ impl ModelShape {
     }
 }
 
+/// A FLOPs-per-token question by name, as the CLI, the Python package and the server ask
+/// it: a shape from a config (already read) or from the sizes, then the overrides.
+/// Errors name the option (`layers`, `q-heads`, `sliding-layers`, ...); sizes beside a
+/// config are an error naming the first one given.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FlopsOptions<'a> {
+    /// A shape read from a config.json; the size options must then be `None`.
+    pub config: Option<ModelShape>,
+    /// Layers.
+    pub layers: Option<usize>,
+    /// Hidden size.
+    pub hidden: Option<usize>,
+    /// FFN / expert size.
+    pub ffn: Option<usize>,
+    /// Query heads.
+    pub q_heads: Option<usize>,
+    /// Key/value heads (default: the query heads).
+    pub kv_heads: Option<usize>,
+    /// Active experts per token; overrides the config.
+    pub experts_active: Option<usize>,
+    /// `swiglu` or `gelu`; overrides the config.
+    pub activation: Option<&'a str>,
+    /// Sliding-window layers (with `window`); overrides the config.
+    pub sliding_layers: Option<usize>,
+    /// Sliding window (with `sliding_layers`).
+    pub window: Option<usize>,
+}
+
+impl FlopsOptions<'_> {
+    /// The shape these options describe.
+    pub fn shape(&self) -> Result<ModelShape> {
+        let sizes = [
+            ("layers", self.layers),
+            ("hidden", self.hidden),
+            ("ffn", self.ffn),
+            ("q-heads", self.q_heads),
+            ("kv-heads", self.kv_heads),
+        ];
+        let mut shape = match &self.config {
+            Some(c) => {
+                if let Some((name, _)) = sizes.iter().find(|s| s.1.is_some()) {
+                    return Err(Error::invalid(
+                        *name,
+                        "cannot be given with a config (it sets the shape)",
+                    ));
+                }
+                c.clone()
+            }
+            None => {
+                let need = |v: Option<usize>, name: &str| {
+                    v.ok_or_else(|| Error::invalid(name, "required without a config"))
+                };
+                let (layers, hidden, ffn, q) = (
+                    need(self.layers, "layers")?,
+                    need(self.hidden, "hidden")?,
+                    need(self.ffn, "ffn")?,
+                    need(self.q_heads, "q-heads")?,
+                );
+                ModelShape::dense(layers, hidden, ffn, q, self.kv_heads.unwrap_or(q))?
+            }
+        };
+        if let Some(k) = self.experts_active {
+            shape.experts_active = k;
+        }
+        if let Some(a) = self.activation {
+            shape.activation = a.parse()?;
+        }
+        match (self.sliding_layers, self.window) {
+            (Some(n), Some(w)) => shape.set_sliding(n, w)?,
+            (None, None) => {}
+            (Some(_), None) => return Err(Error::invalid("sliding-layers", "needs window")),
+            (None, Some(_)) => return Err(Error::invalid("window", "needs sliding-layers")),
+        }
+        shape.validate()?;
+        Ok(shape)
+    }
+
+    /// The FLOPs per decoded token at `context` as `{"gflops_per_token", "per_layer"}`
+    /// (GFLOPs), the CLI's and the server's answer.
+    pub fn gflops_json(&self, context: usize) -> Result<serde_json::Value> {
+        let f = self.shape()?.flops(context)?;
+        let per: Vec<f64> = f.per_layer.iter().map(|f| f / 1e9).collect();
+        Ok(serde_json::json!({"gflops_per_token": f.total / 1e9, "per_layer": per}))
+    }
+}
+
 /// The sliding-window listwise plan (§3): windows of `window` over the top `depth`,
 /// processed back to front with `stride`; returns the `[start, end)` windows in
 /// processing order and the duplication factor (documents fed / depth). The number of

@@ -103,11 +103,11 @@ fn flops_sizes_are_checked_before_anything_is_allocated() {
     );
     bad(
         &strs(&with(&["--sliding-layers", "2"])),
-        &["--sliding-layers", "needs --window"],
+        &["--sliding-layers", "needs window"],
     );
     bad(
         &strs(&with(&["--window", "2"])),
-        &["--window", "needs --sliding-layers"],
+        &["--window", "needs sliding-layers"],
     );
     bad(
         &strs(&with(&["--activation", "relu"])),
@@ -115,7 +115,7 @@ fn flops_sizes_are_checked_before_anything_is_allocated() {
     );
     bad(
         &strs(&flops(&["--hidden", "8"])),
-        &["--layers", "required without --config"],
+        &["--layers", "required without a config"],
     );
     // The largest shape allowed prints finite numbers.
     let mut a = flops(&[

@@ -2,7 +2,7 @@
 //! listwise window plan (SPEC §4).
 
 use crate::errors::{invalid, IntoPy};
-use ctxprune::cost::{self, ModelShape};
+use ctxprune::cost::{self, FlopsOptions, ModelShape};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::{Path, PathBuf};
@@ -29,58 +29,34 @@ pub fn flops<'py>(
     sliding_layers: Option<usize>,
     window: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let given = [
-        ("layers", layers),
-        ("hidden", hidden),
-        ("ffn", ffn),
-        ("q_heads", q_heads),
-        ("kv_heads", kv_heads),
-    ];
-    if config.is_some() || config_json.is_some() {
-        if let Some((name, _)) = given.iter().find(|g| g.1.is_some()) {
-            return Err(invalid(
-                py,
-                name,
-                "cannot be given with a config (it sets the shape)",
-            ));
-        }
-    }
-    let mut shape = match (config, config_json) {
+    let config = match (config, config_json) {
         (Some(_), Some(_)) => return Err(invalid(py, "config_json", "give config or config_json, not both")),
-        (Some(p), None) => ModelShape::from_config(&p).py(py)?,
-        (None, Some(text)) => ModelShape::from_json(text, Path::new("config_json")).py(py)?,
-        (None, None) => {
-            let need = |v: Option<usize>, name: &str| {
-                v.ok_or_else(|| invalid(py, name, "required without a config"))
-            };
-            let (l, h, f, q) = (
-                need(layers, "layers")?,
-                need(hidden, "hidden")?,
-                need(ffn, "ffn")?,
-                need(q_heads, "q_heads")?,
-            );
-            ModelShape::dense(l, h, f, q, kv_heads.unwrap_or(q)).py(py)?
-        }
+        (Some(p), None) => Some(ModelShape::from_config(&p).py(py)?),
+        (None, Some(text)) => Some(ModelShape::from_json(text, Path::new("config_json")).py(py)?),
+        (None, None) => None,
     };
-    if let Some(k) = experts_active {
-        shape.experts_active = k;
-    }
-    if let Some(a) = activation {
-        shape.activation = a.parse().py(py)?;
-    }
-    match (sliding_layers, window) {
-        (Some(n), Some(w)) => shape.set_sliding(n, w).py(py)?,
-        (None, None) => {}
-        (Some(_), None) => return Err(invalid(py, "sliding_layers", "needs window")),
-        (None, Some(_)) => return Err(invalid(py, "window", "needs sliding_layers")),
-    }
-    let f = shape.flops(context).py(py)?;
+    let opts = FlopsOptions {
+        config,
+        layers,
+        hidden,
+        ffn,
+        q_heads,
+        kv_heads,
+        experts_active,
+        activation,
+        sliding_layers,
+        window,
+    };
+    let v = opts.gflops_json(context).py(py)?;
     let d = PyDict::new(py);
-    d.set_item("gflops_per_token", f.total / 1e9)?;
-    d.set_item(
-        "per_layer",
-        f.per_layer.iter().map(|x| x / 1e9).collect::<Vec<f64>>(),
-    )?;
+    d.set_item("gflops_per_token", v["gflops_per_token"].as_f64())?;
+    let per: Vec<f64> = v["per_layer"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x.as_f64())
+        .collect();
+    d.set_item("per_layer", per)?;
     Ok(d)
 }
 

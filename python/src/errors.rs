@@ -11,8 +11,14 @@ fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
     Ok(py.import("ctxprune._errors")?.getattr(name)?.cast_into()?)
 }
 
-/// The exception for `e`.
+/// The exception for `e`. The library names options as the CLI spells them
+/// (`graph-degree`); here they are keyword arguments (`graph_degree`).
 pub fn to_py(py: Python<'_>, e: &Error) -> PyErr {
+    if let Error::InvalidArgument { name, msg } = e {
+        if name.contains('-') && !name.starts_with('-') {
+            return to_py(py, &Error::invalid(name.replace('-', "_"), msg.clone()));
+        }
+    }
     let name = match e.kind() {
         ErrorKind::InvalidInput => "InvalidInputError",
         ErrorKind::Io => "FileError",

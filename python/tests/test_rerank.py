@@ -82,7 +82,7 @@ def test_a_bad_oracle_answer_is_an_oracle_error(rng, answer, match):
 
 def test_options_that_do_not_apply_are_errors(rng):
     X, q, _ = problem(rng, 40, 6)
-    with pytest.raises(ctxprune.InvalidInputError, match="graph-degree: does not apply to bagel"):
+    with pytest.raises(ctxprune.InvalidInputError, match="graph_degree: does not apply to bagel"):
         ctxprune.rerank(X, q, lambda i: [0.5] * len(i), 8, 3, "bagel", graph_degree=4, engine=CPU)
     with pytest.raises(ctxprune.InvalidInputError, match="texts: applies to a URL oracle"):
         ctxprune.rerank(X, q, lambda i: [0.5] * len(i), 8, 3, texts=["a"] * 40, engine=CPU)

@@ -100,7 +100,7 @@ pub(crate) fn flags<T>(r: Result<T>, names: &[&str]) -> Result<T> {
 }
 
 fn flops(a: FlopsArgs) -> Result<serde_json::Value> {
-    use ctxprune::cost::ModelShape;
+    use ctxprune::cost::{FlopsOptions, ModelShape};
     const FLAGS: &[&str] = &[
         "layers",
         "hidden",
@@ -113,37 +113,22 @@ fn flops(a: FlopsArgs) -> Result<serde_json::Value> {
         "sliding-layers",
         "window",
     ];
-    let mut shape = match &a.config {
-        // Errors name the file and its fields; clap refuses the shape flags beside it.
-        Some(p) => ModelShape::from_config(p)?,
-        None => {
-            let need =
-                |v: Option<usize>, f: &str| v.ok_or_else(|| Error::invalid(f, "required without --config"));
-            let (layers, hidden, ffn, q) = (
-                need(a.layers, "--layers")?,
-                need(a.hidden, "--hidden")?,
-                need(a.ffn, "--ffn")?,
-                need(a.q_heads, "--q-heads")?,
-            );
-            let kv = a.kv_heads.unwrap_or(q);
-            flags(ModelShape::dense(layers, hidden, ffn, q, kv), FLAGS)?
-        }
+    // Errors from the file name the file and its fields; clap refuses the shape flags
+    // beside it.
+    let config = a.config.as_deref().map(ModelShape::from_config).transpose()?;
+    let opts = FlopsOptions {
+        config,
+        layers: a.layers,
+        hidden: a.hidden,
+        ffn: a.ffn,
+        q_heads: a.q_heads,
+        kv_heads: a.kv_heads,
+        experts_active: a.experts_active,
+        activation: a.activation.as_deref(),
+        sliding_layers: a.sliding_layers,
+        window: a.window,
     };
-    if let Some(k) = a.experts_active {
-        shape.experts_active = k;
-    }
-    if let Some(act) = &a.activation {
-        shape.activation = flags(act.parse(), FLAGS)?;
-    }
-    match (a.sliding_layers, a.window) {
-        (Some(n), Some(w)) => flags(shape.set_sliding(n, w), FLAGS)?,
-        (None, None) => {}
-        (Some(_), None) => return Err(Error::invalid("--sliding-layers", "needs --window")),
-        (None, Some(_)) => return Err(Error::invalid("--window", "needs --sliding-layers")),
-    }
-    let f = flags(shape.flops(a.context), FLAGS)?;
-    let per: Vec<f64> = f.per_layer.iter().map(|f| f / 1e9).collect();
-    Ok(serde_json::json!({"gflops_per_token": f.total / 1e9, "per_layer": per}))
+    flags(opts.gflops_json(a.context), FLAGS)
 }
 
 /// Runs `ctxprune cost`.
