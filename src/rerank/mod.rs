@@ -170,6 +170,31 @@ pub struct Reranked {
     pub backend: BackendKind,
 }
 
+impl Reranked {
+    /// The JSON object `ctxprune rerank` prints (and `ctxprune serve` answers):
+    /// `method`, `selected`, `scored`, `oracle_calls`, `scores`, `notes`, `kappa` (vMF's,
+    /// else null), `backend`, `elapsed_ms` (without the oracle's time) and `oracle_ms`.
+    #[must_use]
+    pub fn to_json(&self, method: Method, elapsed_ms: f64, oracle_ms: f64) -> serde_json::Value {
+        let kappa = match self.kernel {
+            Kernel::Vmf { kappa } => serde_json::json!(kappa),
+            _ => serde_json::Value::Null,
+        };
+        serde_json::json!({
+            "method": method.name(),
+            "selected": self.selected,
+            "scored": self.scored,
+            "oracle_calls": self.scored.len(),
+            "scores": self.scores,
+            "notes": self.notes,
+            "kappa": kappa,
+            "backend": self.backend.name(),
+            "elapsed_ms": elapsed_ms,
+            "oracle_ms": oracle_ms,
+        })
+    }
+}
+
 /// Ranking by (value desc, MIPS position asc).
 fn rank(values: &[f64]) -> Vec<usize> {
     let mut o: Vec<usize> = (0..values.len()).collect();

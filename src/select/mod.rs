@@ -428,6 +428,33 @@ pub struct Selection {
     pub backend: BackendKind,
 }
 
+impl Selection {
+    /// The JSON object `ctxprune select` prints (and `ctxprune serve` answers):
+    /// `method`, `mode`, `selected`, `gains`, `backend`, `elapsed_ms`, and `stopped_by`,
+    /// `threshold` and `tokens` (with `costs_given`) where they apply.
+    #[must_use]
+    pub fn to_json(&self, elapsed_ms: f64, costs_given: bool) -> serde_json::Value {
+        let mut out = serde_json::json!({
+            "method": self.method.name(),
+            "mode": self.mode.name(),
+            "selected": self.selected,
+            "gains": self.gains,
+            "backend": self.backend.name(),
+            "elapsed_ms": elapsed_ms,
+        });
+        if let Some(s) = self.stop {
+            out["stopped_by"] = s.as_str().into();
+        }
+        if let Some(t) = self.threshold {
+            out["threshold"] = t.into();
+        }
+        if costs_given {
+            out["tokens"] = self.tokens_selected.into();
+        }
+        out
+    }
+}
+
 fn check_finite(name: &str, v: f64) -> Result<()> {
     if v.is_finite() {
         Ok(())

@@ -85,7 +85,6 @@ impl ctxprune::rerank::Oracle for Timed<'_> {
 /// Runs `ctxprune rerank`.
 pub fn run(a: RerankArgs) -> Result<()> {
     use ctxprune::rerank::{Precomputed, RerankOptions, Reranker};
-    use ctxprune::similarity::Kernel;
     let opts = RerankOptions {
         kernel: Some(&a.kernel),
         kappa: a.kappa,
@@ -190,22 +189,9 @@ pub fn run(a: RerankArgs) -> Result<()> {
     for n in &r.notes {
         eprintln!("note: {n}");
     }
-    let kernel = r.kernel;
-    let kappa = match kernel {
-        Kernel::Vmf { kappa } => serde_json::json!(kappa),
-        _ => serde_json::Value::Null,
-    };
-    let out = serde_json::json!({
-        "method": method.name(),
-        "selected": r.selected,
-        "scored": r.scored,
-        "oracle_calls": r.scored.len(),
-        "scores": r.scores,
-        "notes": opened.note.iter().chain(&r.notes).collect::<Vec<_>>(),
-        "kappa": kappa,
-        "backend": r.backend.name(),
-        "elapsed_ms": elapsed_ms,
-        "oracle_ms": oracle_ms,
-    });
+    let mut out = r.to_json(method, elapsed_ms, oracle_ms);
+    if opened.note.is_some() {
+        out["notes"] = serde_json::json!(opened.note.iter().chain(&r.notes).collect::<Vec<_>>());
+    }
     super::print_out(&format!("{out}\n"))
 }

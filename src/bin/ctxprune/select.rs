@@ -85,7 +85,7 @@ pub fn run(a: SelectArgs) -> Result<()> {
         "texts",
     ];
     let cfg = flags(opts.config(), NAMES)?;
-    let (method, mode) = (cfg.method_kind(), cfg.mode_kind());
+    let method = cfg.method_kind();
     flags(
         check_reads(
             method,
@@ -211,22 +211,6 @@ pub fn run(a: SelectArgs) -> Result<()> {
     for n in &sel.notes {
         eprintln!("note: {n}");
     }
-    let mut out = serde_json::json!({
-        "method": method.name(),
-        "mode": mode.name(),
-        "selected": sel.selected,
-        "gains": sel.gains,
-        "backend": sel.backend.name(),
-        "elapsed_ms": elapsed_ms,
-    });
-    if let Some(s) = sel.stop {
-        out["stopped_by"] = s.as_str().into();
-    }
-    if let Some(t) = sel.threshold {
-        out["threshold"] = t.into();
-    }
-    if costs.is_some() {
-        out["tokens"] = sel.tokens_selected.into();
-    }
+    let out = sel.to_json(elapsed_ms, costs.is_some());
     super::print_out(&format!("{out}\n"))
 }
