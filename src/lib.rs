@@ -79,6 +79,8 @@ pub mod pool;
 pub mod rerank;
 pub mod rng;
 pub mod select;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod similarity;
 pub mod tokens;
 

@@ -22,6 +22,8 @@ mod pipeline;
 mod properties;
 mod rerank;
 mod scorers;
+#[cfg(feature = "serve")]
+mod serve;
 mod slow;
 
 use ctxprune::rng::Rng;

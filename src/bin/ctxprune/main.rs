@@ -12,6 +12,8 @@ mod eval;
 mod mask;
 mod rerank;
 mod select;
+#[cfg(feature = "serve")]
+mod serve;
 
 use clap::{Parser, Subcommand};
 use ctxprune::{BackendChoice, Engine, EngineOptions, Error, Result};
@@ -55,6 +57,9 @@ enum Cmd {
     GpuCheck(device::GpuCheckArgs),
     /// Write a seeded synthetic pool as .npy files (emb, query, costs, oracle scores).
     MakePool(MakePoolArgs),
+    /// Serve select, rerank, mask and cost over HTTP (JSON), with named resident pools.
+    #[cfg(feature = "serve")]
+    Serve(Box<serve::ServeArgs>),
 }
 
 #[derive(clap::Args)]
@@ -117,6 +122,8 @@ fn main() -> ExitCode {
         Cmd::Kernels(a) => device::kernels(a),
         Cmd::GpuCheck(a) => device::gpu_check(a),
         Cmd::MakePool(a) => make_pool(&a),
+        #[cfg(feature = "serve")]
+        Cmd::Serve(a) => serve::run(*a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,304 @@
+//! The endpoints' work, as plain functions of the shared state and the request body: the
+//! same contracts as the CLI (the same options by name, the same output objects).
+
+use super::body::Fields;
+use super::{ApiError, Shared};
+use crate::cost::{self, FlopsOptions, ModelShape};
+use crate::error::Error;
+use crate::mask::masker::{MaskConfig, Masker};
+use crate::mask::{Format, Trajectory};
+use crate::rerank::http::{HttpConfig, HttpOracle};
+use crate::rerank::{Oracle, Precomputed, RerankOptions, Reranker};
+use crate::select::{check_reads, Inputs, Method, Request, SelectOptions, Selector};
+use crate::Pool;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The pool a request names (`"pool"`) or gives inline (`"embeddings"`).
+fn pool_of(s: &Shared, f: &mut Fields, required: bool) -> Result<Option<Arc<Pool>>, ApiError> {
+    let name = f.str("pool")?;
+    let inline = f.matrix("embeddings")?;
+    match (name, inline) {
+        (Some(_), Some(_)) => Err(Error::invalid("pool", "give a pool name or embeddings, not both").into()),
+        (Some(n), None) => s.pools.get(&n).map(Some),
+        (None, Some(e)) => Ok(Some(Arc::new(Pool::new(&s.engine, e)?))),
+        (None, None) if required => Err(Error::invalid("pool", "give a pool name or \"embeddings\"").into()),
+        (None, None) => Ok(None),
+    }
+}
+
+/// `POST /v1/select`.
+pub fn select(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
+    let mut f = Fields::parse(body)?;
+    let method = f
+        .str("method")?
+        .ok_or_else(|| Error::invalid("method", "required"))?;
+    let mode = f.str("mode")?;
+    let preset = f.str("preset")?;
+    let weights = f.nums("weights")?;
+    let opts = SelectOptions {
+        method: &method,
+        mode: mode.as_deref(),
+        preset: preset.as_deref(),
+        k: f.count("k")?,
+        token_budget: f.num("token_budget")?,
+        threshold: f.num("threshold")?,
+        lambda: f.num("lambda")?,
+        weights: weights.as_deref(),
+    };
+    let cfg = opts.config()?;
+    let m = cfg.method_kind();
+    let query = f.vector("query")?;
+    let costs = f.nums("costs")?;
+    let retained = f.counts("retained")?.unwrap_or_default();
+    let texts = f.strs("texts")?;
+    let query_text = f.str("query_text")?;
+    let pool = pool_of(s, &mut f, m != Method::Lexical)?;
+    f.done()?;
+    check_reads(m, query.is_some(), query_text.is_some(), texts.is_some())?;
+    let selector = Selector::new(&s.engine, cfg)?;
+    let t = Instant::now();
+    let req = Request {
+        query: query.as_deref(),
+        texts: texts.as_deref(),
+        query_text: query_text.as_deref(),
+        costs: costs.as_deref(),
+        retained: &retained,
+    };
+    let sel = match &pool {
+        Some(p) => selector.select(p, &req)?,
+        None => selector.select_inputs(&Inputs {
+            embeddings: None,
+            query: req.query,
+            texts: req.texts,
+            query_text: req.query_text,
+            costs: req.costs,
+            retained: req.retained,
+        })?,
+    };
+    let mut out = sel.to_json(t.elapsed().as_secs_f64() * 1e3, costs.is_some());
+    out["notes"] = json!(sel.notes);
+    Ok(out)
+}
+
+/// An oracle that times its calls (the server reports compute and oracle time apart).
+struct Timed<'a> {
+    inner: &'a mut dyn Oracle,
+    spent: std::time::Duration,
+}
+
+impl Oracle for Timed<'_> {
+    fn score(&mut self, items: &[usize]) -> crate::Result<Vec<f64>> {
+        let t = Instant::now();
+        let r = self.inner.score(items);
+        self.spent += t.elapsed();
+        r
+    }
+}
+
+/// `POST /v1/rerank`.
+pub fn rerank(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
+    let mut f = Fields::parse(body)?;
+    let method = f.str("method")?.unwrap_or_else(|| "boundary-morph".into());
+    let budget = f
+        .count("budget")?
+        .ok_or_else(|| Error::invalid("budget", "required"))?;
+    let capacity = f
+        .count("capacity")?
+        .ok_or_else(|| Error::invalid("capacity", "required"))?;
+    let (kernel, prior, acquisition) = (f.str("kernel")?, f.str("prior")?, f.str("acquisition")?);
+    let opts = RerankOptions {
+        kernel: kernel.as_deref(),
+        kappa: f.num("kappa")?.map(|k| k as f32),
+        prior: prior.as_deref(),
+        acquisition: acquisition.as_deref(),
+        beta0: f.num("beta0")?,
+        graph_degree: f.count("graph_degree")?,
+        ..RerankOptions::new(&method, budget, capacity)
+    };
+    let cfg = opts.config()?;
+    let method = cfg.method;
+    let query = f
+        .vector("query")?
+        .ok_or_else(|| Error::invalid("query", "required"))?;
+    let scores = f.nums("oracle_scores")?;
+    let url = f.str("oracle_url")?;
+    let api = f.str("oracle_api")?;
+    let timeout = f.num("oracle_timeout")?;
+    let texts = f.strs("texts")?;
+    let query_text = f.str("query_text")?;
+    let pool = pool_of(s, &mut f, true)?.expect("required");
+    f.done()?;
+    let reranker = Reranker::new(&s.engine, cfg)?;
+    let n = pool.len();
+    let budget = budget.min(n);
+    let url = match (&scores, url) {
+        (Some(_), Some(_)) => {
+            return Err(Error::invalid("oracle_url", "give oracle_scores or oracle_url, not both").into())
+        }
+        (_, Some(_)) if !s.cfg.allow_oracle_urls => {
+            return Err(Error::invalid(
+                "oracle_url",
+                "this server takes no oracle URL from requests (start it with --allow-oracle-urls, or give it --oracle-url)",
+            )
+            .into())
+        }
+        (Some(_), None) => None,
+        (None, u) => u.or_else(|| s.cfg.oracle_url.clone()),
+    };
+    let mut oracle: Box<dyn Oracle> = match (scores, url) {
+        (Some(sc), _) => {
+            if sc.len() != n {
+                return Err(Error::invalid(
+                    "oracle_scores",
+                    format!("{} scores for a pool of {n}", sc.len()),
+                )
+                .into());
+            }
+            for (given, name) in [
+                (api.is_some(), "oracle_api"),
+                (timeout.is_some(), "oracle_timeout"),
+                (texts.is_some(), "texts"),
+                (query_text.is_some(), "query_text"),
+            ] {
+                if given {
+                    return Err(Error::invalid(name, "applies to an oracle URL").into());
+                }
+            }
+            Box::new(Precomputed::new(sc, budget)?)
+        }
+        (None, Some(u)) => {
+            let texts =
+                texts.ok_or_else(|| Error::invalid("texts", "an oracle URL needs the pool's texts"))?;
+            if texts.len() != n {
+                return Err(
+                    Error::invalid("texts", format!("{} texts for a pool of {n}", texts.len())).into(),
+                );
+            }
+            let qt = query_text
+                .ok_or_else(|| Error::invalid("query_text", "an oracle URL needs the query text"))?;
+            let mut hc = HttpConfig::new(&u, api.as_deref().unwrap_or(&s.cfg.oracle_api).parse()?);
+            if let Some(t) = timeout {
+                hc = hc.timeout_secs(t)?;
+            }
+            hc.max_batch = s.cfg.max_batch;
+            // Straight to the upstream, split into batches of at most `max_batch`. (A
+            // BatchQueue merges concurrent callers of one oracle; a rerank API scores one
+            // query per call, so requests with different queries cannot share a batch, and
+            // a queue per request would only add its idle wait to every call.)
+            Box::new(HttpOracle::new(hc, &qt, texts, budget)?)
+        }
+        (None, None) => {
+            return Err(Error::invalid(
+                "oracle_scores",
+                "give oracle_scores, or oracle_url with texts and query_text",
+            )
+            .into())
+        }
+    };
+    let t = Instant::now();
+    let mut timed = Timed {
+        inner: oracle.as_mut(),
+        spent: std::time::Duration::ZERO,
+    };
+    let r = reranker.rerank(&pool, &query, &mut timed)?;
+    let oracle_ms = timed.spent.as_secs_f64() * 1e3;
+    Ok(r.to_json(method, t.elapsed().as_secs_f64() * 1e3 - oracle_ms, oracle_ms))
+}
+
+/// `POST /v1/mask`: `{"messages": [...] | {...}, options}` -> `{"messages", "stats"}`.
+pub fn mask(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
+    let mut f = Fields::parse(body)?;
+    let messages = f
+        .take("messages")
+        .ok_or_else(|| Error::invalid("messages", "required"))?;
+    let format = match f.str("format")?.as_deref().unwrap_or("auto") {
+        "auto" => None,
+        x => Some(x.parse::<Format>()?),
+    };
+    let d = MaskConfig::default();
+    let cfg = MaskConfig {
+        window: f.count("window")?.unwrap_or(d.window),
+        keep_errors: f.bool("keep_errors")?.unwrap_or(d.keep_errors),
+        keep_first: f.bool("keep_first")?.unwrap_or(d.keep_first),
+        tools_keep: f.strs("tools_keep")?.unwrap_or_default(),
+        tools_mask: f.strs("tools_mask")?.unwrap_or_default(),
+        trigger_tokens: f.count("trigger_tokens")?,
+        clear_at_least: f.count("clear_at_least")?.unwrap_or(d.clear_at_least),
+        step: f.count("step")?.unwrap_or(d.step),
+        placeholder: f.str("placeholder")?.unwrap_or(d.placeholder),
+    };
+    let tokenizer = f.str("tokenizer")?.unwrap_or_else(|| "o200k_base".into());
+    f.done()?;
+    // Named encodings only: a server reads no file a request names.
+    let counter = s.counter(&tokenizer)?;
+    let masker = Masker::new(cfg, counter)?;
+    let mut traj = Trajectory::parse(&messages.to_string(), format)?;
+    let stats = masker.mask(&mut traj);
+    let masked: Value =
+        serde_json::from_str(&traj.to_json()).map_err(|e| Error::invalid("messages", e.to_string()))?;
+    Ok(json!({"messages": masked, "stats": stats}))
+}
+
+/// `POST /v1/cost/flops`: a `config` object (a config.json's content) or the sizes.
+pub fn flops(body: &[u8]) -> Result<Value, ApiError> {
+    let mut f = Fields::parse(body)?;
+    let config = f
+        .take("config")
+        .map(|c| ModelShape::from_json(&c.to_string(), std::path::Path::new("config")))
+        .transpose()?;
+    let activation = f.str("activation")?;
+    let opts = FlopsOptions {
+        config,
+        layers: f.count("layers")?,
+        hidden: f.count("hidden")?,
+        ffn: f.count("ffn")?,
+        q_heads: f.count("q_heads")?,
+        kv_heads: f.count("kv_heads")?,
+        experts_active: f.count("experts_active")?,
+        activation: activation.as_deref(),
+        sliding_layers: f.count("sliding_layers")?,
+        window: f.count("window")?,
+    };
+    let context = f.count("context")?.unwrap_or(32_768);
+    f.done()?;
+    Ok(opts.gflops_json(context)?)
+}
+
+/// `POST /v1/cost/etc`.
+pub fn etc(body: &[u8]) -> Result<Value, ApiError> {
+    let mut f = Fields::parse(body)?;
+    let need = |v: Option<f64>, n: &str| v.ok_or_else(|| Error::invalid(n, "required"));
+    let a = need(f.num("input_noncached")?, "input_noncached")?;
+    let b = need(f.num("input_cached")?, "input_cached")?;
+    let c = need(f.num("output")?, "output")?;
+    let alpha = f.num("alpha")?.unwrap_or(0.3);
+    let beta = f.num("beta")?.unwrap_or(5.0);
+    f.done()?;
+    Ok(json!({"etc": cost::effective_token_cost(a, b, c, alpha, beta)?}))
+}
+
+/// `POST /v1/cost/plan`.
+pub fn plan(body: &[u8]) -> Result<Value, ApiError> {
+    let mut f = Fields::parse(body)?;
+    let depth = f
+        .count("depth")?
+        .ok_or_else(|| Error::invalid("depth", "required"))?;
+    let window = f.count("window")?.unwrap_or(20);
+    let stride = f.count("stride")?.unwrap_or(10);
+    f.done()?;
+    let (w, dup) = cost::window_plan(depth, window, stride)?;
+    let w: Vec<[usize; 2]> = w.into_iter().map(|(s, e)| [s, e]).collect();
+    Ok(json!({"windows": w, "duplication": dup}))
+}
+
+/// `PUT /v1/pools/{name}`: `{"embeddings": ...}`.
+pub fn put_pool(s: &Shared, name: &str, body: &[u8]) -> Result<Value, ApiError> {
+    let mut f = Fields::parse(body)?;
+    let e = f
+        .matrix("embeddings")?
+        .ok_or_else(|| Error::invalid("embeddings", "required"))?;
+    f.done()?;
+    s.pools.put(&s.engine, name, e)
+}

@@ -1,0 +1,135 @@
+//! Named pools: uploaded once, resident on the engine's device, shared by requests, under
+//! a cap on their total bytes.
+
+use super::ApiError;
+use crate::error::Error;
+use crate::{Embeddings, Engine, Pool};
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+/// The resident pools by name and their bytes.
+pub struct Pools {
+    cap: usize,
+    map: RwLock<BTreeMap<String, Arc<Pool>>>,
+}
+
+/// A pool's resident bytes (f32 rows).
+fn bytes(p: &Pool) -> usize {
+    p.len().saturating_mul(p.dim()).saturating_mul(4)
+}
+
+fn check_name(name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid("name", "a pool name is 1 to 64 of A-Z a-z 0-9 _ - .").into())
+    }
+}
+
+impl Pools {
+    /// No pools, at most `cap` bytes of them.
+    #[must_use]
+    pub fn new(cap: usize) -> Self {
+        Pools {
+            cap,
+            map: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Pool>>> {
+        self.map.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Bytes resident now.
+    pub fn total_bytes(&self) -> usize {
+        self.read().values().map(|p| bytes(p)).sum()
+    }
+
+    /// Pools resident now.
+    pub fn count(&self) -> usize {
+        self.read().len()
+    }
+
+    /// The pool `name` (404 when there is none).
+    pub fn get(&self, name: &str) -> Result<Arc<Pool>, ApiError> {
+        self.read().get(name).cloned().ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("no pool named '{name}' (PUT /v1/pools/{name} first)"),
+            )
+        })
+    }
+
+    fn info(name: &str, p: &Pool) -> Value {
+        json!({"name": name, "rows": p.len(), "dim": p.dim(), "bytes": bytes(p), "on_device": p.on_device()})
+    }
+
+    /// Makes `e` resident as `name`, replacing a pool of that name; 413 when the total
+    /// would pass the cap (the numbers in the message).
+    pub fn put(&self, engine: &Engine, name: &str, e: Embeddings) -> Result<Value, ApiError> {
+        check_name(name)?;
+        let need = e.rows().saturating_mul(e.dim()).saturating_mul(4);
+        let over = |held: usize| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "pool '{name}' of {need} bytes would bring resident pools to {} bytes, over --max-pool-bytes {}",
+                    held.saturating_add(need),
+                    self.cap
+                ),
+            )
+        };
+        // Checked before the rows are copied to the device, and again under the lock.
+        let held_now = |m: &BTreeMap<String, Arc<Pool>>| {
+            m.iter()
+                .filter(|(k, _)| k.as_str() != name)
+                .map(|(_, p)| bytes(p))
+                .sum::<usize>()
+        };
+        let held = held_now(&self.read());
+        if held.saturating_add(need) > self.cap {
+            return Err(over(held));
+        }
+        let pool = Arc::new(Pool::new(engine, e)?);
+        let mut m = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let held = held_now(&m);
+        if held.saturating_add(need) > self.cap {
+            return Err(over(held));
+        }
+        let info = Self::info(name, &pool);
+        m.insert(name.to_string(), pool);
+        Ok(info)
+    }
+
+    /// The pool's description (404 when there is none).
+    pub fn describe(&self, name: &str) -> Result<Value, ApiError> {
+        let p = self.get(name)?;
+        Ok(Self::info(name, &p))
+    }
+
+    /// Drops `name` (requests holding it finish first); 404 when there is none.
+    pub fn remove(&self, name: &str) -> Result<Value, ApiError> {
+        let mut m = self.map.write().unwrap_or_else(|p| p.into_inner());
+        match m.remove(name) {
+            Some(p) => Ok(json!({"removed": name, "bytes": bytes(&p)})),
+            None => Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("no pool named '{name}'"),
+            )),
+        }
+    }
+
+    /// Every pool's description and the totals.
+    pub fn list(&self) -> Value {
+        let m = self.read();
+        let pools: Vec<Value> = m.iter().map(|(k, p)| Self::info(k, p)).collect();
+        json!({"pools": pools, "bytes": m.values().map(|p| bytes(p)).sum::<usize>(), "max_bytes": self.cap})
+    }
+}

@@ -1,0 +1,585 @@
+//! `ctxprune serve` on a loopback port: every endpoint against the library's answers,
+//! every error status, and the limits (body cap, pool cap, timeout, overload, shutdown
+//! with requests in flight).
+
+use ctxprune::rerank::{Precomputed, RerankOptions, Reranker};
+use ctxprune::select::{Request, SelectOptions, Selector};
+use ctxprune::serve::{openapi, serve, ServeConfig};
+use ctxprune::{Embeddings, Engine, Pool};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+/// The server under test, on its own runtime thread.
+struct Server {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(cfg: ServeConfig) -> Server {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                tx.send(l.local_addr().expect("addr")).expect("send");
+                serve(l, Engine::cpu(), cfg, async {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("serve");
+            });
+        });
+        Server {
+            addr: rx.recv().expect("the server's address"),
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Stops accepting; returns once every request in flight was answered.
+    fn shutdown(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            t.join().expect("server thread");
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn quiet() -> ServeConfig {
+    ServeConfig {
+        log: false,
+        ..ServeConfig::default()
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into()
+}
+
+/// (status, JSON body, headers we check).
+fn call(method: &str, url: &str, body: Option<&Value>) -> (u16, Value, Option<String>) {
+    let a = agent();
+    let resp = match (method, body) {
+        ("GET", _) => a.get(url).call(),
+        ("DELETE", _) => a.delete(url).call(),
+        ("PUT", b) => a.put(url).send(b.map_or(String::new(), Value::to_string)),
+        (_, b) => a.post(url).send(b.map_or(String::new(), Value::to_string)),
+    }
+    .expect("a response");
+    let status = resp.status().as_u16();
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let text = resp.into_body().read_to_string().unwrap_or_default();
+    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, v, retry)
+}
+
+fn post(s: &Server, path: &str, body: Value) -> (u16, Value) {
+    let (st, v, _) = call("POST", &s.url(path), Some(&body));
+    (st, v)
+}
+
+fn pool_rows(n: usize, d: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut rng = ctxprune::rng::Rng::new(seed);
+    (0..n)
+        .map(|_| (0..d).map(|_| rng.normal() as f32).collect())
+        .collect()
+}
+
+fn embeddings(rows: &[Vec<f32>]) -> Embeddings {
+    Embeddings::new(rows.len(), rows[0].len(), rows.concat(), "rows").expect("rows")
+}
+
+#[test]
+fn select_inline_named_and_base64_equal_the_library() {
+    let s = Server::start(quiet());
+    let rows = pool_rows(97, 13, 3);
+    let q: Vec<f32> = rows[5].iter().map(|x| x + 0.1).collect();
+    let e = embeddings(&rows);
+    let engine = Engine::cpu();
+    let pool = Pool::new(&engine, e.clone()).unwrap();
+    for (method, k) in [
+        ("mmr", 9),
+        ("dpp", 7),
+        ("coverage", 6),
+        ("grn", 5),
+        ("centroid", 4),
+        ("hybrid", 8),
+    ] {
+        let opts = SelectOptions {
+            method,
+            k: Some(k),
+            threshold: (method == "hybrid").then_some(-10.0),
+            ..SelectOptions::default()
+        };
+        let sel = Selector::new(&engine, opts.config().unwrap()).unwrap();
+        let reads = ctxprune::select::Method::reads_query(method.parse().unwrap());
+        let want = sel
+            .select(
+                &pool,
+                &Request {
+                    query: reads.then_some(&q[..]),
+                    ..Request::default()
+                },
+            )
+            .unwrap();
+        let mut body = json!({"method": method, "k": k, "embeddings": rows});
+        if reads {
+            body["query"] = json!(q);
+        }
+        if method == "hybrid" {
+            body["threshold"] = json!(-10.0);
+        }
+        let (st, v) = post(&s, "/v1/select", body.clone());
+        assert_eq!(st, 200, "{method}: {v}");
+        assert_eq!(v["selected"], json!(want.selected), "{method}");
+        assert_eq!(v["gains"], json!(want.gains), "{method}");
+        assert_eq!(v["stopped_by"], "item_budget");
+        // The same through a named pool and through base64 f32.
+        let (st, _, _) = call("PUT", &s.url("/v1/pools/p"), Some(&json!({"embeddings": rows})));
+        assert_eq!(st, 200);
+        body.as_object_mut().unwrap().remove("embeddings");
+        body["pool"] = json!("p");
+        let (st, v) = post(&s, "/v1/select", body.clone());
+        assert_eq!((st, &v["selected"]), (200, &json!(want.selected)), "{v}");
+        let bytes: Vec<u8> = rows.concat().iter().flat_map(|x| x.to_le_bytes()).collect();
+        use base64::Engine as _;
+        body.as_object_mut().unwrap().remove("pool");
+        body["embeddings"] = json!({"base64": base64::engine::general_purpose::STANDARD.encode(&bytes), "dtype": "f32", "shape": [97, 13]});
+        let (st, v) = post(&s, "/v1/select", body);
+        assert_eq!((st, &v["selected"]), (200, &json!(want.selected)), "{v}");
+    }
+    // f16 base64: the rows rounded to f16.
+    let h: Vec<u8> = rows
+        .concat()
+        .iter()
+        .flat_map(|x| half::f16::from_f32(*x).to_le_bytes())
+        .collect();
+    use base64::Engine as _;
+    let (st, v) = post(
+        &s,
+        "/v1/select",
+        json!({"method": "dpp", "k": 3,
+        "embeddings": {"base64": base64::engine::general_purpose::STANDARD.encode(&h), "dtype": "f16", "shape": [97, 13]}}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["selected"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn rerank_mask_and_cost_answer_as_the_library() {
+    let s = Server::start(quiet());
+    let rows = pool_rows(60, 8, 9);
+    let q = rows[3].clone();
+    let scores: Vec<f64> = (0..60).map(|i| ((i * 37) % 60) as f64 / 60.0).collect();
+    let engine = Engine::cpu();
+    let pool = Pool::new(&engine, embeddings(&rows)).unwrap();
+    let r = Reranker::new(
+        &engine,
+        RerankOptions::new("boundary-morph", 17, 5).config().unwrap(),
+    )
+    .unwrap();
+    let want = r
+        .rerank(&pool, &q, &mut Precomputed::new(scores.clone(), 17).unwrap())
+        .unwrap();
+    let (st, v) = post(
+        &s,
+        "/v1/rerank",
+        json!({"embeddings": rows, "query": q, "budget": 17, "capacity": 5, "oracle_scores": scores}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["selected"], json!(want.selected));
+    assert_eq!(v["scored"], json!(want.scored));
+
+    let msgs = json!([
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "long result ".repeat(50)},
+        {"role": "assistant", "tool_calls": [{"id": "b", "type": "function", "function": {"name": "open", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "b", "content": "page"}
+    ]);
+    let (st, v) = post(
+        &s,
+        "/v1/mask",
+        json!({"messages": msgs, "window": 1, "format": "openai"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert!(v["messages"][2]["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("[observation omitted: search"));
+    assert_eq!(v["messages"][4]["content"], "page");
+    assert_eq!(v["stats"]["observations_masked"], 1);
+
+    let (st, v) = post(
+        &s,
+        "/v1/cost/flops",
+        json!({"layers": 4, "hidden": 64, "ffn": 256, "q_heads": 4, "context": 100}),
+    );
+    let want = ctxprune::cost::FlopsOptions {
+        layers: Some(4),
+        hidden: Some(64),
+        ffn: Some(256),
+        q_heads: Some(4),
+        ..Default::default()
+    }
+    .gflops_json(100)
+    .unwrap();
+    assert_eq!((st, v), (200, want));
+    let (st, v) = post(
+        &s,
+        "/v1/cost/etc",
+        json!({"input_noncached": 100, "input_cached": 50, "output": 10}),
+    );
+    assert_eq!((st, v), (200, json!({"etc": 165.0})));
+    let (st, v) = post(&s, "/v1/cost/plan", json!({"depth": 40}));
+    assert_eq!(
+        (st, &v["windows"]),
+        (200, &json!([[20, 40], [10, 30], [0, 20]])),
+        "{v}"
+    );
+    for p in ["/healthz", "/readyz", "/v1/pools", "/openapi.json"] {
+        assert_eq!(call("GET", &s.url(p), None).0, 200, "{p}");
+    }
+    let (st, m, _) = call("GET", &s.url("/metrics"), None);
+    let m = m.as_str().unwrap().to_string();
+    assert_eq!(st, 200);
+    assert!(
+        m.contains("ctxprune_requests_total{method=\"POST\",route=\"/v1/rerank\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("ctxprune_request_seconds_bucket{method=\"POST\",route=\"/v1/mask\",le=\"+Inf\"} 1"),
+        "{m}"
+    );
+    assert!(m.contains("ctxprune_backend_info{backend=\"cpu\"} 1"));
+}
+
+#[test]
+fn every_error_status_with_one_line() {
+    let cfg = ServeConfig {
+        max_body_bytes: 4096,
+        max_pool_bytes: 1000,
+        ..quiet()
+    };
+    let s = Server::start(cfg);
+    let cases: Vec<(&str, &str, Value, u16, &str)> = vec![
+        (
+            "POST",
+            "/v1/select",
+            Value::String("{\"method\":".into()),
+            400,
+            "not JSON",
+        ),
+        ("POST", "/v1/select", json!([1, 2]), 400, "must be a JSON object"),
+        (
+            "POST",
+            "/v1/select",
+            json!({"k": 2}),
+            422,
+            "invalid method: required",
+        ),
+        (
+            "POST",
+            "/v1/select",
+            json!({"method": "mmr", "k": -1, "embeddings": [[1, 0]]}),
+            422,
+            "invalid k",
+        ),
+        (
+            "POST",
+            "/v1/select",
+            json!({"method": "mmr", "k": 1, "embeddings": [[1, 0]], "query": [1, 0], "bogus": 1}),
+            422,
+            "invalid bogus: unknown field",
+        ),
+        (
+            "POST",
+            "/v1/select",
+            json!({"method": "grn", "k": 1, "embeddings": [[1, 0]], "query": [1, 0]}),
+            422,
+            "invalid query: does not apply to grn",
+        ),
+        (
+            "POST",
+            "/v1/select",
+            json!({"method": "mmr", "k": 1, "embeddings": [[1, 0], [0]], "query": [1, 0]}),
+            422,
+            "embeddings[1]",
+        ),
+        (
+            "POST",
+            "/v1/select",
+            json!({"method": "mmr", "k": 1, "embeddings": [[0, 0]], "query": [1, 0]}),
+            422,
+            "row 0",
+        ),
+        (
+            "POST",
+            "/v1/select",
+            json!({"method": "mmr", "k": 1, "embeddings": [[1e39, 0]], "query": [1, 0]}),
+            422,
+            "does not fit in f32",
+        ),
+        (
+            "POST",
+            "/v1/select",
+            json!({"method": "mmr", "k": 1, "pool": "nope", "query": [1, 0]}),
+            404,
+            "no pool named 'nope'",
+        ),
+        (
+            "POST",
+            "/v1/select",
+            json!({"method": "dpp", "embeddings": {"base64": "AAAA", "shape": [2, 2]}}),
+            422,
+            "needs 16",
+        ),
+        (
+            "POST",
+            "/v1/rerank",
+            json!({"embeddings": [[1, 0]], "query": [1, 0], "budget": 1, "capacity": 1}),
+            422,
+            "oracle_scores",
+        ),
+        (
+            "POST",
+            "/v1/rerank",
+            json!({"embeddings": [[1, 0]], "query": [1, 0], "budget": 1, "capacity": 1, "oracle_url": "http://127.0.0.1:9/x", "texts": ["a"], "query_text": "q"}),
+            422,
+            "no oracle URL from requests",
+        ),
+        (
+            "POST",
+            "/v1/mask",
+            json!({"messages": [{"role": "tool", "tool_call_id": "x", "content": "r"}], "format": "openai"}),
+            422,
+            "message",
+        ),
+        (
+            "POST",
+            "/v1/mask",
+            json!({"messages": [], "tokenizer": "/etc/passwd"}),
+            422,
+            "reads no tokenizer file",
+        ),
+        ("POST", "/v1/cost/plan", json!({"depth": 0}), 422, "depth"),
+        (
+            "POST",
+            "/v1/cost/etc",
+            json!({"input_noncached": 1e308, "input_cached": 1e308, "output": 1e308, "beta": 1e308}),
+            422,
+            "etc",
+        ),
+        (
+            "PUT",
+            "/v1/pools/bad%20name",
+            json!({"embeddings": [[1, 0]]}),
+            422,
+            "pool name",
+        ),
+        (
+            "PUT",
+            "/v1/pools/big",
+            json!({"embeddings": vec![vec![1.0f32; 100]; 3]}),
+            413,
+            "over --max-pool-bytes 1000",
+        ),
+        (
+            "POST",
+            "/v1/select",
+            json!({"method": "mmr", "embeddings": vec![vec![1.0f32; 100]; 30]}),
+            413,
+            "over 4096 bytes",
+        ),
+        ("GET", "/v1/pools/none", Value::Null, 404, "no pool named"),
+        ("GET", "/v2/anything", Value::Null, 404, "no such endpoint"),
+    ];
+    for (m, p, body, want, words) in cases {
+        let b = match &body {
+            Value::Null => None,
+            Value::String(raw) => {
+                let r = agent().post(&s.url(p)).send(raw.clone()).unwrap();
+                let st = r.status().as_u16();
+                let v: Value = serde_json::from_str(&r.into_body().read_to_string().unwrap()).unwrap();
+                assert_eq!(st, want, "{p} {raw}: {v}");
+                assert!(v["error"].as_str().unwrap().contains(words), "{v}");
+                continue;
+            }
+            b => Some(b),
+        };
+        let (st, v, _) = call(m, &s.url(p), b);
+        assert_eq!(st, want, "{m} {p} {body}: {v}");
+        let e = v["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{m} {p}: no error field: {v}"));
+        assert!(e.contains(words) && !e.contains('\n'), "{m} {p}: {e}");
+    }
+}
+
+/// A rerank upstream on loopback that answers TEI after `delay`, or 500 on /fail.
+fn upstream(delay: Duration) -> (String, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let h = std::thread::spawn(move || {
+        l.set_nonblocking(false).unwrap();
+        let started = Instant::now();
+        for stream in l.incoming() {
+            if started.elapsed() > Duration::from_secs(30) {
+                return;
+            }
+            let Ok(mut c) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let (head_end, len) = loop {
+                    let n = c.read(&mut chunk).unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..i]).to_lowercase();
+                        let len = head
+                            .lines()
+                            .find_map(|l| {
+                                l.strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                            })
+                            .unwrap_or(0);
+                        break (i + 4, len);
+                    }
+                };
+                while buf.len() < head_end + len {
+                    let n = c.read(&mut chunk).unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let fail = buf.starts_with(b"POST /fail");
+                let req: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+                if !fail {
+                    std::thread::sleep(delay);
+                }
+                let n = req["texts"].as_array().map_or(0, Vec::len);
+                let body = json!((0..n)
+                    .map(|i| json!({"index": i, "score": 0.5}))
+                    .collect::<Vec<_>>())
+                .to_string();
+                let status = if fail {
+                    "500 Internal Server Error"
+                } else {
+                    "200 OK"
+                };
+                let _ = write!(c, "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+            });
+        }
+    });
+    (url, h)
+}
+
+fn slow_rerank(upstream_url: &str) -> Value {
+    let rows = pool_rows(20, 4, 1);
+    json!({"embeddings": rows, "query": rows[0], "budget": 3, "capacity": 2, "method": "single-stage",
+           "oracle_url": format!("{upstream_url}/rerank"), "texts": (0..20).map(|i| format!("doc {i}")).collect::<Vec<_>>(), "query_text": "q"})
+}
+
+#[test]
+fn timeout_overload_upstream_failure_and_shutdown_in_flight() {
+    let (up, _h) = upstream(Duration::from_millis(1500));
+    let mut s = Server::start(ServeConfig {
+        timeout: Duration::from_millis(600),
+        max_concurrent: 1,
+        allow_oracle_urls: true,
+        ..quiet()
+    });
+    // Past the deadline: 504.
+    let t = Instant::now();
+    let (st, v) = post(&s, "/v1/rerank", slow_rerank(&up));
+    assert_eq!(st, 504, "{v}");
+    assert!(t.elapsed() < Duration::from_millis(1400), "{:?}", t.elapsed());
+    // The timed-out work still holds the only permit for a moment: 503 with Retry-After.
+    let (st, v, retry) = call(
+        "POST",
+        &s.url("/v1/cost/etc"),
+        Some(&json!({"input_noncached": 1, "input_cached": 1, "output": 1})),
+    );
+    assert_eq!((st, retry.as_deref()), (503, Some("1")), "{v}");
+    std::thread::sleep(Duration::from_millis(1200));
+    // An upstream that fails: 502.
+    let mut body = slow_rerank(&up);
+    body["oracle_url"] = json!(format!("{up}/fail"));
+    let (st, v) = post(&s, "/v1/rerank", body);
+    assert_eq!(st, 502, "{v}");
+    s.shutdown();
+
+    // Shutdown while a request is in flight: it is answered, then the server stops.
+    let mut s = Server::start(ServeConfig {
+        allow_oracle_urls: true,
+        ..quiet()
+    });
+    let url = s.url("/v1/rerank");
+    let body = slow_rerank(&up);
+    let inflight = std::thread::spawn(move || call("POST", &url, Some(&body)));
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    s.shutdown();
+    let (st, v, _) = inflight.join().unwrap();
+    assert_eq!(st, 200, "{v}");
+    assert!(
+        t.elapsed() >= Duration::from_millis(500),
+        "shutdown did not wait: {:?}",
+        t.elapsed()
+    );
+    // Nothing listens any more.
+    assert!(std::net::TcpStream::connect(s.addr).is_err());
+}
+
+#[test]
+fn the_openapi_document_lists_exactly_the_routes() {
+    let s = Server::start(quiet());
+    let ops = openapi::operations();
+    assert_eq!(ops.len(), 14, "{ops:?}");
+    for (m, p) in ops {
+        let path = p.replace("{name}", "some-pool");
+        let body = (m == "POST" || m == "PUT").then(|| json!({}));
+        let (st, v, _) = call(&m, &s.url(&path), body.as_ref());
+        let unmatched = st == 405
+            || (st == 404
+                && v["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("no such endpoint")));
+        assert!(!unmatched, "{m} {p} is documented but not served: {st} {v}");
+    }
+    // And a route that is not documented is not served.
+    assert_eq!(call("POST", &s.url("/v1/pools"), Some(&json!({}))).0, 405);
+}
