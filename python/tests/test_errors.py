@@ -58,7 +58,11 @@ def test_the_hierarchy():
     (lambda: ctxprune.cost.etc(1e308, 1e308, 1e308, beta=1e308), "etc"),
     (lambda: ctxprune.cost.plan(0), "depth: must be positive"),
     (lambda: ctxprune.cost.flops(layers=0, hidden=64, ffn=128, q_heads=4), "layers"),
-    (lambda: ctxprune.cost.flops({"hidden_size": 8}, layers=3), "layers: cannot be given with a config"),
+    (lambda: ctxprune.cost.flops({"num_hidden_layers": 2, "hidden_size": 8, "intermediate_size": 16,
+                                  "num_attention_heads": 2}, layers=3), "layers: cannot be given with a config"),
+    (lambda: ctxprune.cost.flops({"hidden_size": 8}), 'config_json: missing "num_hidden_layers"'),
+    (lambda: ctxprune.cost.flops(layers=2, hidden=8, ffn=16, q_heads=2, sliding_layers=1),
+     "sliding_layers: needs window"),
 ])
 def test_bad_input_is_an_invalid_input_error(call, match):
     with pytest.raises(ValueError, match=match) as info:

@@ -12,7 +12,7 @@ which also JIT-compiles apricot's numba code), and whether the picks agree with
 ctxprune's. Build the wheel with `maturin build --release` for meaningful numbers; the
 peers: `pip install pyversity apricot-select scikit-learn langchain-core` (apricot needs scikit-learn but does not declare it).
 
-    python python/bench.py [--repeats 7]
+    python benches/python_peers.py [--repeats 7]
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=7)
     a = ap.parse_args()
     engine = ctxprune.Engine("cpu")
-    print(f"ctxprune {ctxprune.__version__} on {engine.describe()}; Python {platform.python_version()}, "
-          f"numpy {np.__version__}; {a.repeats} runs each, after a warm-up")
+    print(f"ctxprune {ctxprune.__version__} ({ctxprune.__file__}) on {engine.describe()}; "
+          f"Python {platform.python_version()}, numpy {np.__version__}; {a.repeats} runs each, after a warm-up")
     rows = []
 
     rng = np.random.default_rng(0)
@@ -82,8 +82,11 @@ def main():
         print("langchain-core not installed: skipped")
     for name, fn in cases:
         med, lo, picks = timed(fn, a.repeats)
-        same = sum(x == y for x, y in zip(picks, ours))
-        rows.append((f"MMR N={N} d={d} k={k}", name, med, lo, f"{same}/{k} same position"))
+        first = next((i for i, (x, y) in enumerate(zip(picks, ours)) if x != y), None)
+        common = len(set(picks) & set(ours))
+        agree = "the same picks in the same order" if first is None and len(picks) == k else (
+            f"same order up to pick {first}; {common}/{k} picks in common")
+        rows.append((f"MMR N={N} d={d} k={k}", name, med, lo, agree))
 
     N2, d2, k2 = 2_000, 384, 50
     Y = rng.standard_normal((N2, d2)).astype(np.float32) + 0.3 * rng.standard_normal((1, d2)).astype(np.float32)
