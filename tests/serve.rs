@@ -269,6 +269,29 @@ fn rerank_mask_and_cost_answer_as_the_library() {
     for p in ["/healthz", "/readyz", "/v1/pools", "/openapi.json"] {
         assert_eq!(call("GET", &s.url(p), None).0, 200, "{p}");
     }
+    // A named pool's life: upload, describe, list, drop.
+    let (st, v, _) = call(
+        "PUT",
+        &s.url("/v1/pools/docs"),
+        Some(&json!({"embeddings": rows})),
+    );
+    assert_eq!(
+        (st, &v["rows"], &v["dim"], &v["bytes"]),
+        (200, &json!(60), &json!(8), &json!(60 * 8 * 4)),
+        "{v}"
+    );
+    let (st, v, _) = call("GET", &s.url("/v1/pools/docs"), None);
+    assert_eq!((st, &v["name"]), (200, &json!("docs")), "{v}");
+    let (st, v, _) = call("GET", &s.url("/v1/pools"), None);
+    assert_eq!((st, &v["bytes"]), (200, &json!(1920)), "{v}");
+    let (st, v, _) = call("DELETE", &s.url("/v1/pools/docs"), None);
+    assert_eq!((st, &v["removed"]), (200, &json!("docs")), "{v}");
+    assert_eq!(call("GET", &s.url("/v1/pools/docs"), None).0, 404);
+    let (st, v, _) = call("GET", &s.url("/readyz"), None);
+    assert_eq!(
+        (st, &v["ready"], &v["backend"]),
+        (200, &json!(true), &json!("cpu"))
+    );
     let (st, m, _) = call("GET", &s.url("/metrics"), None);
     let m = m.as_str().unwrap().to_string();
     assert_eq!(st, 200);
@@ -582,4 +605,52 @@ fn the_openapi_document_lists_exactly_the_routes() {
     }
     // And a route that is not documented is not served.
     assert_eq!(call("POST", &s.url("/v1/pools"), Some(&json!({}))).0, 405);
+}
+
+/// The CLI: `ctxprune serve --addr 127.0.0.1:0` says where it listens, logs one JSON line
+/// per request with the id it sends back as `x-request-id`, and exits 0 on SIGTERM.
+#[test]
+fn the_cli_logs_each_request_and_stops_on_sigterm() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxprune"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--backend", "cpu"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ctxprune serve");
+    let mut err = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    err.read_line(&mut line).expect("the listening line");
+    let v: Value = serde_json::from_str(&line).expect("JSON");
+    let addr = v["listening"].as_str().expect("listening").to_string();
+    let resp = agent()
+        .get(format!("http://{addr}/healthz"))
+        .call()
+        .expect("healthz");
+    let id = resp
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    line.clear();
+    err.read_line(&mut line).expect("the log line");
+    let log: Value = serde_json::from_str(&line).expect("one JSON log line");
+    assert_eq!(log["path"], "/healthz");
+    assert_eq!(log["status"], 200);
+    assert_eq!(log["id"].to_string(), id.expect("x-request-id"));
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()));
+    let status = child.wait().expect("exit");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    // Bad flags are one line, exit 2 or 1, before anything listens.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ctxprune"))
+        .args(["serve", "--addr", "nowhere", "--backend", "cpu"])
+        .output()
+        .expect("run");
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && e.lines().count() == 1 && e.contains("--addr"),
+        "{e}"
+    );
 }
