@@ -654,3 +654,32 @@ fn the_cli_logs_each_request_and_stops_on_sigterm() {
         "{e}"
     );
 }
+
+/// The masked messages come back byte for byte outside the masked contents (a 30-digit
+/// integer stays as written), and a config with a repeated key is refused, as in the CLI.
+#[test]
+fn mask_keeps_bytes_and_flops_refuses_repeated_keys() {
+    let s = Server::start(quiet());
+    let body = r#"{"window": 1, "messages": [{"role":"user","content":"go","n": 123456789012345678901234567890},
+ {"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},
+ {"role":"tool","tool_call_id":"a","content":"old result"},
+ {"role":"assistant","tool_calls":[{"id":"b","type":"function","function":{"name":"f","arguments":"{}"}}]},
+ {"role":"tool","tool_call_id":"b","content":"new"}]}"#;
+    let r = agent().post(&s.url("/v1/mask")).send(body).expect("mask");
+    assert_eq!(r.status().as_u16(), 200);
+    let text = r.into_body().read_to_string().expect("body");
+    assert!(text.contains(r#""n": 123456789012345678901234567890}"#), "{text}");
+    assert!(
+        text.contains(r#""content":"new""#) && !text.contains("old result"),
+        "{text}"
+    );
+    let v: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(v["stats"]["observations_masked"], 1);
+    let r = agent()
+        .post(&s.url("/v1/cost/flops"))
+        .send(r#"{"config": {"num_hidden_layers": 2, "num_hidden_layers": 3, "hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2}}"#)
+        .expect("flops");
+    assert_eq!(r.status().as_u16(), 422);
+    let e = r.into_body().read_to_string().expect("body");
+    assert!(e.contains("num_hidden_layers"), "{e}");
+}

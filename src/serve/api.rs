@@ -2,7 +2,7 @@
 //! same contracts as the CLI (the same options by name, the same output objects).
 
 use super::body::Fields;
-use super::{ApiError, Shared};
+use super::{ApiError, Reply, Shared};
 use crate::cost::{self, FlopsOptions, ModelShape};
 use crate::error::Error;
 use crate::mask::masker::{MaskConfig, Masker};
@@ -208,11 +208,9 @@ pub fn rerank(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// `POST /v1/mask`: `{"messages": [...] | {...}, options}` -> `{"messages", "stats"}`.
-pub fn mask(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
-    let mut f = Fields::parse(body)?;
-    let messages = f
-        .take("messages")
-        .ok_or_else(|| Error::invalid("messages", "required"))?;
+pub fn mask(s: &Shared, body: &[u8]) -> Result<Reply, ApiError> {
+    let (mut f, messages) = Fields::parse_keeping(body, "messages")?;
+    let messages = messages.ok_or_else(|| Error::invalid("messages", "required"))?;
     let format = match f.str("format")?.as_deref().unwrap_or("auto") {
         "auto" => None,
         x => Some(x.parse::<Format>()?),
@@ -234,19 +232,22 @@ pub fn mask(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
     // Named encodings only: a server reads no file a request names.
     let counter = s.counter(&tokenizer)?;
     let masker = Masker::new(cfg, counter)?;
-    let mut traj = Trajectory::parse(&messages.to_string(), format)?;
+    let mut traj = Trajectory::parse(&messages, format)?;
     let stats = masker.mask(&mut traj);
-    let masked: Value =
-        serde_json::from_str(&traj.to_json()).map_err(|e| Error::invalid("messages", e.to_string()))?;
-    Ok(json!({"messages": masked, "stats": stats}))
+    // The masked messages as text: every byte outside the masked contents is the input's.
+    let stats = serde_json::to_string(&stats).map_err(|e| Error::invalid("stats", e.to_string()))?;
+    Ok(Reply::Raw(format!(
+        "{{\"messages\":{},\"stats\":{stats}}}",
+        traj.to_json()
+    )))
 }
 
 /// `POST /v1/cost/flops`: a `config` object (a config.json's content) or the sizes.
 pub fn flops(body: &[u8]) -> Result<Value, ApiError> {
-    let mut f = Fields::parse(body)?;
-    let config = f
-        .take("config")
-        .map(|c| ModelShape::from_json(&c.to_string(), std::path::Path::new("config")))
+    // The config's text as sent: a repeated key in it is an error, not silently the last.
+    let (mut f, config) = Fields::parse_keeping(body, "config")?;
+    let config = config
+        .map(|c| ModelShape::from_json(&c, std::path::Path::new("config")))
         .transpose()?;
     let activation = f.str("activation")?;
     let opts = FlopsOptions {

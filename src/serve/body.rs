@@ -36,6 +36,34 @@ impl Fields {
         }
     }
 
+    /// The body's fields, with the text of `raw` exactly as sent (not parsed into a
+    /// `Value`, which would turn a 30-digit integer into a float): the messages of
+    /// `/v1/mask` are written back byte for byte.
+    pub fn parse_keeping(body: &[u8], raw: &str) -> Result<(Fields, Option<String>)> {
+        let m: std::collections::BTreeMap<String, &serde_json::value::RawValue> =
+            serde_json::from_slice(body).map_err(|e| {
+                // Not an object, or not JSON: the same words as `parse`.
+                match Fields::parse(body) {
+                    Err(err) => err,
+                    Ok(_) => Error::invalid("body", format!("not JSON ({e})")),
+                }
+            })?;
+        let mut map = Map::new();
+        let mut kept = None;
+        for (k, v) in m {
+            if k == raw {
+                if v.get() != "null" {
+                    kept = Some(v.get().to_string());
+                }
+                continue;
+            }
+            let v: Value =
+                serde_json::from_str(v.get()).map_err(|e| Error::invalid(&k, format!("not JSON ({e})")))?;
+            map.insert(k, v);
+        }
+        Ok((Fields { map }, kept))
+    }
+
     /// Takes `name` (absent or null: `None`).
     pub fn take(&mut self, name: &str) -> Option<Value> {
         self.map.remove(name).filter(|v| !v.is_null())

@@ -152,14 +152,38 @@ impl IntoResponse for ApiError {
     }
 }
 
-type Answer = Result<axum::Json<Value>, ApiError>;
+/// A successful answer: a JSON value, or JSON text already written (the masked messages,
+/// kept byte for byte).
+pub enum Reply {
+    /// A value to serialise.
+    Value(Value),
+    /// JSON text as it is.
+    Raw(String),
+}
+
+impl From<Value> for Reply {
+    fn from(v: Value) -> Self {
+        Reply::Value(v)
+    }
+}
+
+impl IntoResponse for Reply {
+    fn into_response(self) -> Response {
+        match self {
+            Reply::Value(v) => axum::Json(v).into_response(),
+            Reply::Raw(t) => ([("content-type", "application/json")], t).into_response(),
+        }
+    }
+}
+
+type Answer = Result<Reply, ApiError>;
 
 /// Runs `work` on the blocking pool under a permit and the deadline: 503 when every
 /// permit is taken, 504 past the deadline (the work finishes in the background and then
 /// frees its permit, so the count of running work stays true).
-async fn compute(
+async fn compute<R: Into<Reply> + Send + 'static>(
     s: Arc<Shared>,
-    work: impl FnOnce(&Shared) -> Result<Value, ApiError> + Send + 'static,
+    work: impl FnOnce(&Shared) -> Result<R, ApiError> + Send + 'static,
 ) -> Answer {
     let Ok(permit) = s.permits.clone().try_acquire_owned() else {
         let mut e = ApiError::new(
@@ -178,15 +202,16 @@ async fn compute(
         let _permit = permit;
         // A panic in the work is caught here and answered as a 500, never taking the
         // process or other requests down.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&shared))).unwrap_or_else(|_| {
-            Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal error (a bug: please report the request)",
-            ))
-        })
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&shared).map(Into::into)))
+            .unwrap_or_else(|_| {
+                Err(ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error (a bug: please report the request)",
+                ))
+            })
     });
     match tokio::time::timeout(deadline, task).await {
-        Ok(Ok(r)) => r.map(axum::Json),
+        Ok(Ok(r)) => r,
         Ok(Err(_)) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal error (the task ended)",
@@ -230,11 +255,11 @@ async fn put_pool(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: 
 }
 
 async fn get_pool(State(s): State<Arc<Shared>>, Path(name): Path<String>) -> Answer {
-    s.pools.describe(&name).map(axum::Json)
+    s.pools.describe(&name).map(Reply::Value)
 }
 
 async fn delete_pool(State(s): State<Arc<Shared>>, Path(name): Path<String>) -> Answer {
-    s.pools.remove(&name).map(axum::Json)
+    s.pools.remove(&name).map(Reply::Value)
 }
 
 async fn list_pools(State(s): State<Arc<Shared>>) -> axum::Json<Value> {
