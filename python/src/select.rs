@@ -3,7 +3,7 @@
 use crate::arrays;
 use crate::engine::{Engine, Pool};
 use crate::errors::{invalid, IntoPy};
-use ctxprune::select::{check_reads, Inputs, Request, SelectOptions};
+use ctxprune::select::{check_reads, Request, SelectOptions};
 use numpy::PyArray1;
 use pyo3::prelude::*;
 
@@ -83,17 +83,7 @@ impl Selector {
                     costs: costs.as_deref(),
                     retained: &retained,
                 };
-                match pool {
-                    Some(p) => self.inner.select(&p.inner, &req),
-                    None => self.inner.select_inputs(&Inputs {
-                        embeddings: None,
-                        query: req.query,
-                        texts: req.texts,
-                        query_text: req.query_text,
-                        costs: req.costs,
-                        retained: req.retained,
-                    }),
-                }
+                self.inner.select_maybe_pool(pool.map(|p| &p.inner), &req)
             })
             .py(py)?;
         Ok(Selection::from(sel))

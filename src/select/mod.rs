@@ -595,6 +595,22 @@ impl Selector {
         self.run(Some(&rows), pool.len(), req)
     }
 
+    /// Selects from `pool`, or, without one, from the request alone (lexical over texts):
+    /// what a front end with an optional pool calls.
+    pub fn select_maybe_pool(&self, pool: Option<&Pool>, req: &Request<'_>) -> Result<Selection> {
+        match pool {
+            Some(p) => self.select(p, req),
+            None => self.select_inputs(&Inputs {
+                embeddings: None,
+                query: req.query,
+                texts: req.texts,
+                query_text: req.query_text,
+                costs: req.costs,
+                retained: req.retained,
+            }),
+        }
+    }
+
     /// Selects from borrowed inputs (the rows are normalised into a copy unless already
     /// unit, and uploaded per call on a device engine): what [`select`] runs.
     pub fn select_inputs(&self, inp: &Inputs<'_>) -> Result<Selection> {

@@ -9,7 +9,7 @@ use crate::mask::masker::{MaskConfig, Masker};
 use crate::mask::{Format, Trajectory};
 use crate::rerank::http::{HttpConfig, HttpOracle};
 use crate::rerank::{Oracle, Precomputed, RerankOptions, Reranker};
-use crate::select::{check_reads, Inputs, Method, Request, SelectOptions, Selector};
+use crate::select::{check_reads, Method, Request, SelectOptions, Selector};
 use crate::Pool;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -66,17 +66,7 @@ pub fn select(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
         costs: costs.as_deref(),
         retained: &retained,
     };
-    let sel = match &pool {
-        Some(p) => selector.select(p, &req)?,
-        None => selector.select_inputs(&Inputs {
-            embeddings: None,
-            query: req.query,
-            texts: req.texts,
-            query_text: req.query_text,
-            costs: req.costs,
-            retained: req.retained,
-        })?,
-    };
+    let sel = selector.select_maybe_pool(pool.as_deref(), &req)?;
     let mut out = sel.to_json(t.elapsed().as_secs_f64() * 1e3, costs.is_some());
     out["notes"] = json!(sel.notes);
     Ok(out)

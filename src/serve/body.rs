@@ -100,18 +100,24 @@ impl Fields {
         self.typed(name, "true or false", Value::as_bool)
     }
 
-    /// An array of finite numbers.
-    pub fn nums(&mut self, name: &str) -> Result<Option<Vec<f64>>> {
+    /// An array whose every element `f` reads, naming `name[i]` (wanting `want`) at the
+    /// first it cannot.
+    fn array<T>(
+        &mut self,
+        name: &str,
+        want: &str,
+        f: impl Fn(&Value) -> Option<T>,
+    ) -> Result<Option<Vec<T>>> {
         match self.take(name) {
             None => Ok(None),
             Some(Value::Array(a)) => a
                 .iter()
                 .enumerate()
                 .map(|(i, x)| {
-                    x.as_f64().filter(|x| x.is_finite()).ok_or_else(|| {
+                    f(x).ok_or_else(|| {
                         Error::invalid(
                             format!("{name}[{i}]"),
-                            format!("must be a finite number, got {}", short(x)),
+                            format!("must be {want}, got {}", short(x)),
                         )
                     })
                 })
@@ -119,57 +125,26 @@ impl Fields {
                 .map(Some),
             Some(v) => Err(Error::invalid(
                 name,
-                format!("must be an array of numbers, got {}", short(&v)),
+                format!("must be an array, got {}", short(&v)),
             )),
         }
+    }
+
+    /// An array of finite numbers.
+    pub fn nums(&mut self, name: &str) -> Result<Option<Vec<f64>>> {
+        self.array(name, "a finite number", |x| x.as_f64().filter(|x| x.is_finite()))
     }
 
     /// An array of non-negative integers.
     pub fn counts(&mut self, name: &str) -> Result<Option<Vec<usize>>> {
-        match self.take(name) {
-            None => Ok(None),
-            Some(Value::Array(a)) => a
-                .iter()
-                .enumerate()
-                .map(|(i, x)| {
-                    x.as_u64().and_then(|x| usize::try_from(x).ok()).ok_or_else(|| {
-                        Error::invalid(
-                            format!("{name}[{i}]"),
-                            format!("must be a non-negative integer, got {}", short(x)),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Some),
-            Some(v) => Err(Error::invalid(
-                name,
-                format!("must be an array of integers, got {}", short(&v)),
-            )),
-        }
+        self.array(name, "a non-negative integer", |x| {
+            x.as_u64().and_then(|x| usize::try_from(x).ok())
+        })
     }
 
     /// An array of strings.
     pub fn strs(&mut self, name: &str) -> Result<Option<Vec<String>>> {
-        match self.take(name) {
-            None => Ok(None),
-            Some(Value::Array(a)) => a
-                .iter()
-                .enumerate()
-                .map(|(i, x)| {
-                    x.as_str().map(str::to_string).ok_or_else(|| {
-                        Error::invalid(
-                            format!("{name}[{i}]"),
-                            format!("must be a string, got {}", short(x)),
-                        )
-                    })
-                })
-                .collect::<Result<Vec<_>>>()
-                .map(Some),
-            Some(v) => Err(Error::invalid(
-                name,
-                format!("must be an array of strings, got {}", short(&v)),
-            )),
-        }
+        self.array(name, "a string", |x| x.as_str().map(str::to_string))
     }
 
     /// A vector of f32 (a query), each value in f32's range.

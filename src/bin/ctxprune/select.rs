@@ -3,7 +3,7 @@
 
 use super::cost::flags;
 use super::{open_engine, parse_list};
-use ctxprune::select::{check_reads, Inputs, Method, Request, SelectOptions, Selector};
+use ctxprune::select::{check_reads, Method, Request, SelectOptions, Selector};
 use ctxprune::{io, Error, Pool, Result};
 use std::path::PathBuf;
 
@@ -192,20 +192,11 @@ pub fn run(a: SelectArgs) -> Result<()> {
         costs: costs.as_deref(),
         retained: &retained,
     };
-    let sel = match loaded {
-        Some(l) if method != Method::Lexical => {
-            let pool = Pool::new(&opened.engine, l.embeddings)?;
-            selector.select(&pool, &req)?
-        }
-        l => selector.select_inputs(&Inputs {
-            embeddings: l.as_ref().map(|l| &l.embeddings),
-            query: req.query,
-            texts: req.texts,
-            query_text: req.query_text,
-            costs: req.costs,
-            retained: req.retained,
-        })?,
+    let pool = match loaded {
+        Some(l) if method != Method::Lexical => Some(Pool::new(&opened.engine, l.embeddings)?),
+        _ => None,
     };
+    let sel = selector.select_maybe_pool(pool.as_ref(), &req)?;
     let elapsed_ms = t.elapsed().as_secs_f64() * 1e3;
     opened.print_note();
     for n in &sel.notes {
