@@ -542,6 +542,7 @@ fn timeout_overload_upstream_failure_and_shutdown_in_flight() {
     let mut s = Server::start(ServeConfig {
         timeout: Duration::from_millis(600),
         max_concurrent: 1,
+        max_queue: 0,
         allow_oracle_urls: true,
         ..quiet()
     });
@@ -585,6 +586,32 @@ fn timeout_overload_upstream_failure_and_shutdown_in_flight() {
     );
     // Nothing listens any more.
     assert!(std::net::TcpStream::connect(s.addr).is_err());
+
+    // With a queue, a request that finds every permit taken waits its turn (within its
+    // deadline) instead of being refused.
+    let s = Server::start(ServeConfig {
+        max_concurrent: 1,
+        max_queue: 4,
+        allow_oracle_urls: true,
+        ..quiet()
+    });
+    let url = s.url("/v1/rerank");
+    let body = slow_rerank(&up);
+    let slow = std::thread::spawn(move || call("POST", &url, Some(&body)));
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let (st, v, _) = call(
+        "POST",
+        &s.url("/v1/cost/etc"),
+        Some(&json!({"input_noncached": 1, "input_cached": 1, "output": 1})),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert!(
+        t.elapsed() >= Duration::from_millis(700),
+        "did not wait: {:?}",
+        t.elapsed()
+    );
+    assert_eq!(slow.join().unwrap().0, 200);
 }
 
 #[test]

@@ -5,8 +5,9 @@
 //! pools are a per-replica cache: upload to each, or send embeddings inline).
 //!
 //! Every endpoint's work runs on tokio's blocking pool behind a fixed number of permits
-//! (`max_concurrent`): over it, a request is answered 503 with `Retry-After` at once,
-//! never queued without bound. Each request has a deadline (504), a body cap (413), a
+//! (`max_concurrent`, by default one per core) and a bounded queue (`max_queue`): a
+//! request that finds the queue full is answered 503 with `Retry-After` at once, never
+//! queued without bound. Each request has a deadline (504), a body cap (413), a
 //! request id, one JSON log line on stderr, and its counts in `/metrics`.
 
 mod api;
@@ -43,9 +44,12 @@ pub struct ServeConfig {
     pub max_body_bytes: usize,
     /// Deadline of one request (504 after it). By default 30 s.
     pub timeout: Duration,
-    /// Requests computing at once (503 with `Retry-After` above). By default the
-    /// machine's threads.
+    /// Requests computing at once. By default the machine's threads.
     pub max_concurrent: usize,
+    /// Requests waiting for one of those, first come first served, within their deadline;
+    /// a request that finds the queue full is answered 503 with `Retry-After`. By
+    /// default 256.
+    pub max_queue: usize,
     /// Bytes of resident named pools (413 for an upload past it). By default 1 GiB.
     pub max_pool_bytes: usize,
     /// The rerank upstream when a request names none (TEI or Cohere-style).
@@ -67,6 +71,7 @@ impl Default for ServeConfig {
             max_body_bytes: 64 << 20,
             timeout: Duration::from_secs(30),
             max_concurrent: std::thread::available_parallelism().map_or(4, |n| n.get()),
+            max_queue: 256,
             max_pool_bytes: 1 << 30,
             oracle_url: None,
             oracle_api: "tei".into(),
@@ -83,6 +88,7 @@ pub struct Shared {
     cfg: ServeConfig,
     pools: Pools,
     permits: Arc<Semaphore>,
+    waiting: std::sync::atomic::AtomicUsize,
     metrics: Metrics,
     counters: Mutex<HashMap<String, Arc<dyn TokenCounter>>>,
     next_id: AtomicU64,
@@ -185,18 +191,44 @@ async fn compute<R: Into<Reply> + Send + 'static>(
     s: Arc<Shared>,
     work: impl FnOnce(&Shared) -> Result<R, ApiError> + Send + 'static,
 ) -> Answer {
-    let Ok(permit) = s.permits.clone().try_acquire_owned() else {
+    let start = Instant::now();
+    let deadline = s.cfg.timeout;
+    let overloaded = |s: &Shared| {
         let mut e = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "overloaded: {} requests are computing (--max-concurrent); retry shortly",
-                s.cfg.max_concurrent
+                "overloaded: {} requests computing and {} waiting (--max-concurrent, --max-queue); retry shortly",
+                s.cfg.max_concurrent, s.cfg.max_queue
             ),
         );
         e.retry_after = Some(1);
-        return Err(e);
+        e
     };
-    let deadline = s.cfg.timeout;
+    let timed_out = || {
+        ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("no answer within the request timeout of {deadline:?} (--timeout)"),
+        )
+    };
+    let permit = match s.permits.clone().try_acquire_owned() {
+        Ok(p) => p,
+        Err(_) => {
+            // Wait in the bounded queue, or be refused at once when it is full.
+            let queued = s.waiting.fetch_add(1, Ordering::AcqRel);
+            if queued >= s.cfg.max_queue {
+                s.waiting.fetch_sub(1, Ordering::AcqRel);
+                return Err(overloaded(&s));
+            }
+            let got = tokio::time::timeout(deadline, s.permits.clone().acquire_owned()).await;
+            s.waiting.fetch_sub(1, Ordering::AcqRel);
+            match got {
+                Ok(Ok(p)) => p,
+                Ok(Err(_)) => return Err(overloaded(&s)),
+                Err(_) => return Err(timed_out()),
+            }
+        }
+    };
+    let deadline = deadline.saturating_sub(start.elapsed());
     let shared = s.clone();
     let task = tokio::task::spawn_blocking(move || {
         let _permit = permit;
@@ -216,13 +248,7 @@ async fn compute<R: Into<Reply> + Send + 'static>(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal error (the task ended)",
         )),
-        Err(_) => Err(ApiError::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            format!(
-                "no answer within the request timeout of {:?} (--timeout)",
-                deadline
-            ),
-        )),
+        Err(_) => Err(timed_out()),
     }
 }
 
@@ -357,6 +383,7 @@ pub fn router(engine: Engine, cfg: ServeConfig) -> Router {
     let shared = Arc::new(Shared {
         pools: Pools::new(cfg.max_pool_bytes),
         permits: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),
+        waiting: std::sync::atomic::AtomicUsize::new(0),
         metrics: Metrics::default(),
         counters: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(1),

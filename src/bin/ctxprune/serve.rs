@@ -20,9 +20,12 @@ pub struct ServeArgs {
     /// Seconds a request may take (504 after) [default: 30].
     #[arg(long, allow_hyphen_values = true)]
     pub timeout: Option<f64>,
-    /// Requests computing at once; more get 503 with Retry-After [default: the CPU's threads].
+    /// Requests computing at once [default: the CPU's threads].
     #[arg(long, allow_hyphen_values = true)]
     pub max_concurrent: Option<usize>,
+    /// Requests waiting for a compute slot; when full, 503 with Retry-After [default: 256].
+    #[arg(long, allow_hyphen_values = true)]
+    pub max_queue: Option<usize>,
     /// Bytes of resident named pools (413 for an upload past it) [default: 1073741824].
     #[arg(long, allow_hyphen_values = true)]
     pub max_pool_bytes: Option<usize>,
@@ -64,6 +67,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     if let Some(c) = positive(a.max_concurrent, "--max-concurrent")? {
         cfg.max_concurrent = c;
+    }
+    if let Some(q) = a.max_queue {
+        cfg.max_queue = q;
     }
     if let Some(b) = a.max_pool_bytes {
         cfg.max_pool_bytes = b;
