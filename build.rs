@@ -62,11 +62,17 @@ fn embed(files: &[PathBuf], out_dir: &Path) {
             hash ^= u64::from(b);
             hash = hash.wrapping_mul(0x0100_0000_01b3);
         }
-        let abs = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+        // Relative to the manifest, resolved when the crate compiles: an absolute path
+        // here would go stale when the checkout moves (or another checkout shares the
+        // target directory) while the kernels, unchanged, do not rerun this script.
+        let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let rel = f.strip_prefix(&manifest).unwrap_or(f);
+        let rel = rel.to_string_lossy().replace('\\', "/");
         let _ = writeln!(
             out,
-            "    ({name:?}, include_str!({:?})),",
-            abs.display().to_string()
+            "    ({name:?}, include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/\", {rel:?}))),"
         );
     }
     out.push_str("];\n");

@@ -710,3 +710,42 @@ fn mask_keeps_bytes_and_flops_refuses_repeated_keys() {
     let e = r.into_body().read_to_string().expect("body");
     assert!(e.contains("num_hidden_layers"), "{e}");
 }
+
+/// The server's own upstream (`--oracle-url`) serves requests that name none; a request's
+/// `oracle_scores` still take precedence.
+#[test]
+fn the_configured_upstream_answers_requests_without_a_url() {
+    let (up, _h) = upstream(Duration::from_millis(0));
+    let s = Server::start(ServeConfig {
+        oracle_url: Some(format!("{up}/rerank")),
+        ..quiet()
+    });
+    let rows = pool_rows(20, 4, 5);
+    let texts: Vec<String> = (0..20).map(|i| format!("doc {i}")).collect();
+    let (st, v) = post(
+        &s,
+        "/v1/rerank",
+        json!({"embeddings": rows, "query": rows[0], "budget": 4, "capacity": 2, "method": "single-stage",
+               "texts": texts, "query_text": "q"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["oracle_calls"], 4);
+    assert!(v["scores"].as_array().unwrap().iter().all(|x| x == 0.5), "{v}");
+    let scores: Vec<f64> = (0..20).map(|i| f64::from(i) / 20.0).collect();
+    let (st, v) = post(
+        &s,
+        "/v1/rerank",
+        json!({"embeddings": rows, "query": rows[0], "budget": 4, "capacity": 2, "method": "single-stage",
+               "oracle_scores": scores}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert!(v["scores"].as_array().unwrap().iter().any(|x| x != 0.5), "{v}");
+    // A URL oracle without the pool's texts is refused, naming them.
+    let (st, v) = post(
+        &s,
+        "/v1/rerank",
+        json!({"embeddings": rows, "query": rows[0], "budget": 4, "capacity": 2}),
+    );
+    assert_eq!(st, 422, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("texts"), "{v}");
+}
