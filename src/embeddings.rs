@@ -205,6 +205,20 @@ pub fn unit_vector(v: &[f32], source: &str) -> Result<Vec<f32>> {
     Ok(e.into_vec())
 }
 
+/// `x` as f32, or why it cannot be one: a finite value that overflows to an infinity, or
+/// a non-zero value that underflows to 0. NaN and infinities pass through (the matrix
+/// checks refuse them, naming the row). Every loader and front end narrows through this.
+pub fn narrow_f32(x: f64) -> std::result::Result<f32, String> {
+    let y = x as f32;
+    if x.is_finite() && !y.is_finite() {
+        return Err(format!("{x:e} does not fit in f32 (largest {:e})", f32::MAX));
+    }
+    if y == 0.0 && x != 0.0 {
+        return Err(format!("{x:e} underflows f32 to 0"));
+    }
+    Ok(y)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,14 +8,6 @@ use ctxprune::Embeddings;
 use numpy::PyReadonlyArrayDyn;
 use pyo3::prelude::*;
 
-/// `x` narrowed to f32, or `None` when it does not fit (finite and too large, or
-/// non-zero and too small); NaN and infinities pass through to the crate's checks.
-fn narrow(x: f64) -> Option<f32> {
-    let y = x as f32;
-    let lost = x.is_finite() && (y.is_infinite() || (y == 0.0 && x != 0.0));
-    (!lost).then_some(y)
-}
-
 /// The values of a contiguous float array (1-D or 2-D) as f32, naming `what[pos]` when a
 /// float64 value does not fit. `cols` is the row length, for the position in messages.
 fn values(py: Python<'_>, a: &Bound<'_, PyAny>, what: &str, cols: usize) -> PyResult<Vec<f32>> {
@@ -34,11 +26,8 @@ fn values(py: Python<'_>, a: &Bound<'_, PyAny>, what: &str, cols: usize) -> PyRe
     }
     read!(f32, |_, v: f32| Ok(v));
     read!(half::f16, |_, v: half::f16| Ok(v.to_f32()));
-    read!(f64, |i, v: f64| narrow(v).ok_or_else(|| invalid(
-        py,
-        &place(i),
-        format!("{v} does not fit in float32")
-    )));
+    read!(f64, |i, v: f64| ctxprune::embeddings::narrow_f32(v)
+        .map_err(|m| invalid(py, &place(i), m)));
     Err(invalid(
         py,
         what,

@@ -28,7 +28,7 @@ def test_the_hierarchy():
      "row 3"),
     (lambda: ctxprune.select(np.vstack([X, np.zeros((1, 5), np.float32)]), X[0], k=2, engine=CPU), "row 20"),
     (lambda: ctxprune.select(X.astype(np.float64) * 1e39, X[0], k=2, engine=CPU),
-     r"embeddings\[0, 0\]: .* does not fit in float32"),
+     r"embeddings\[0, 0\]: .* does not fit in f32"),
     (lambda: ctxprune.select(X, X[0], "nope", engine=CPU), "unknown method 'nope'"),
     (lambda: ctxprune.select(X, X[0], "grn", k=2, engine=CPU), "query: does not apply to grn"),
     (lambda: ctxprune.select(X, None, "mmr", k=2, engine=CPU), "query"),

@@ -219,27 +219,9 @@ fn position(shape: &[usize], i: usize) -> String {
     }
 }
 
-/// `x` as f32, or an error naming where it is when it does not fit (overflow to an
-/// infinity, or a non-zero value that would become 0).
+/// `x` as f32 ([`crate::embeddings::narrow_f32`]), or an error naming where it is.
 fn narrow(path: &Path, shape: &[usize], i: usize, x: f64) -> Result<f32> {
-    let y = x as f32;
-    if x.is_finite() && !y.is_finite() {
-        return Err(Error::format(
-            path,
-            format!(
-                "{}: {x:e} does not fit in f32 (largest {:e})",
-                position(shape, i),
-                f32::MAX
-            ),
-        ));
-    }
-    if y == 0.0 && x != 0.0 {
-        return Err(Error::format(
-            path,
-            format!("{}: {x:e} underflows f32 to 0", position(shape, i)),
-        ));
-    }
-    Ok(y)
+    crate::embeddings::narrow_f32(x).map_err(|m| Error::format(path, format!("{}: {m}", position(shape, i))))
 }
 
 /// Reads a float `.npy` (C order; f2, f4 or f8) as `f32`, with its shape: embeddings and
@@ -406,12 +388,9 @@ fn jsonl(path: &Path, bytes: &[u8]) -> Result<Loaded> {
             let f = x
                 .as_f64()
                 .ok_or_else(|| at(format!("embedding[{j}] is {}, not a number", json_type(x))))?;
-            let v = f as f32;
+            let v = crate::embeddings::narrow_f32(f).map_err(|m| at(format!("embedding[{j}] = {m}")))?;
             if !v.is_finite() {
-                return Err(at(format!("embedding[{j}] = {f:e} does not fit in f32")));
-            }
-            if v == 0.0 && f != 0.0 {
-                return Err(at(format!("embedding[{j}] = {f:e} underflows f32 to 0")));
+                return Err(at(format!("embedding[{j}] = {f:e} is not finite")));
             }
             norm2 += f64::from(v) * f64::from(v);
             rows.push(v);

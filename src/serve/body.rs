@@ -154,10 +154,7 @@ impl Fields {
         };
         v.iter()
             .enumerate()
-            .map(|(i, &x)| {
-                narrow(x)
-                    .ok_or_else(|| Error::invalid(format!("{name}[{i}]"), format!("{x} does not fit in f32")))
-            })
+            .map(|(i, &x)| narrow(&format!("{name}[{i}]"), x))
             .collect::<Result<Vec<_>>>()
             .map(Some)
     }
@@ -187,9 +184,9 @@ fn short(v: &Value) -> String {
     }
 }
 
-fn narrow(x: f64) -> Option<f32> {
-    let y = x as f32;
-    (!(y.is_infinite() || (y == 0.0 && x != 0.0))).then_some(y)
+/// `x` as f32, naming `at` when it does not fit; JSON has no NaN or infinity.
+fn narrow(at: &str, x: f64) -> Result<f32> {
+    crate::embeddings::narrow_f32(x).map_err(|m| Error::invalid(at, m))
 }
 
 /// The embeddings in `v`, named `name` in errors.
@@ -217,9 +214,7 @@ pub fn matrix(name: &str, v: Value) -> Result<Embeddings> {
                     let x = x
                         .as_f64()
                         .ok_or_else(|| Error::invalid(at(), format!("must be a number, got {}", short(x))))?;
-                    data.push(
-                        narrow(x).ok_or_else(|| Error::invalid(at(), format!("{x} does not fit in f32")))?,
-                    );
+                    data.push(narrow(&at(), x)?);
                 }
             }
             Embeddings::new(n, d, data, name)
