@@ -8,6 +8,8 @@
 //!   reaches a backend only through [`backend::picker::Picker`], the GP only through
 //!   [`backend::gp::GpStore`]; every `unsafe` of the crate is in `backend/cuda/raw/`.
 //! - [`pool`]: a [`Pool`], unit rows made resident on an engine once and reused.
+//! - [`embed`] (feature `embed`): BERT-family sentence encoders on candle, read from a
+//!   sentence-transformers directory, so every command can take text.
 //! - [`embeddings`]: the validated embedding matrix every selector reads.
 //! - [`similarity`]: cosine / vMF / RBF / Matérn-5/2 kernels, the median-heuristic
 //!   bandwidth, symmetric and batched Gram blocks (SPEC §3).
@@ -69,6 +71,8 @@
 pub mod backend;
 pub mod cost;
 pub mod demo;
+#[cfg(feature = "embed")]
+pub mod embed;
 pub mod embeddings;
 pub mod error;
 pub mod gpu_check;

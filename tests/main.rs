@@ -11,6 +11,8 @@ mod cli_cost;
 #[cfg(feature = "cli")]
 mod cli_mask;
 mod cost;
+#[cfg(feature = "embed")]
+mod embed;
 #[cfg(feature = "cuda-emu")]
 mod emulator;
 mod fuzz_regressions;

@@ -595,6 +595,15 @@ pub fn write_npy_f32_vec(path: &Path, data: &[f32]) -> Result<()> {
 }
 
 fn write_npy(path: &Path, shape: &[u64], data: &[f32]) -> Result<()> {
+    let buf = npy_f32_bytes(shape, data).map_err(|e| match e {
+        Error::Io { source, .. } => Error::io(path, source),
+        e => e,
+    })?;
+    std::fs::write(path, buf).map_err(|e| Error::io(path, e))
+}
+
+/// An `f32` `.npy` of `shape` in memory (for stdout).
+pub fn npy_f32_bytes(shape: &[u64], data: &[f32]) -> Result<Vec<u8>> {
     use npyz::WriterBuilder;
     let mut buf = Vec::new();
     {
@@ -603,9 +612,27 @@ fn write_npy(path: &Path, shape: &[u64], data: &[f32]) -> Result<()> {
             .shape(shape)
             .writer(&mut buf)
             .begin_nd()
-            .map_err(|e| Error::io(path, e))?;
-        w.extend(data.iter().copied()).map_err(|e| Error::io(path, e))?;
-        w.finish().map_err(|e| Error::io(path, e))?;
+            .map_err(|e| Error::io("<npy>", e))?;
+        w.extend(data.iter().copied())
+            .map_err(|e| Error::io("<npy>", e))?;
+        w.finish().map_err(|e| Error::io("<npy>", e))?;
     }
-    std::fs::write(path, buf).map_err(|e| Error::io(path, e))
+    Ok(buf)
+}
+
+/// Writes one 2-D `f32` tensor `name` to a safetensors file, with `metadata`.
+pub fn write_safetensors_f32(
+    path: &Path,
+    name: &str,
+    rows: usize,
+    cols: usize,
+    data: &[f32],
+    metadata: std::collections::HashMap<String, String>,
+) -> Result<()> {
+    let bytes: &[u8] = bytemuck::cast_slice(data);
+    let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![rows, cols], bytes)
+        .map_err(|e| Error::invalid(name, format!("{e}")))?;
+    let out = safetensors::serialize([(name, view)], Some(metadata))
+        .map_err(|e| Error::invalid(name, format!("{e}")))?;
+    std::fs::write(path, out).map_err(|e| Error::io(path, e))
 }

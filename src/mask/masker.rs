@@ -160,6 +160,18 @@ impl Masker {
         self.session().plan_semantic(traj, embeddings, method, tau, query)
     }
 
+    /// [`MaskSession::mask_semantic`] on a fresh session.
+    pub fn mask_semantic(
+        &self,
+        traj: &mut Trajectory,
+        embeddings: &crate::embeddings::Embeddings,
+        method: crate::select::Method,
+        tau: f64,
+        query: Option<&[f32]>,
+    ) -> Result<(MaskStats, usize)> {
+        self.session().mask_semantic(traj, embeddings, method, tau, query)
+    }
+
     /// Whether call `(i, k)` may be masked at all (errors, first observation, tool lists).
     fn eligible(&self, turns: &[Turn], i: usize, k: usize) -> bool {
         let cfg = &self.cfg;
@@ -215,6 +227,16 @@ impl MaskSession {
     /// observations seen before are reused, so an agent loop re-planning after each turn
     /// pays only for what is new.
     pub fn plan(&mut self, traj: &Trajectory) -> (Vec<(super::Loc, String)>, MaskStats) {
+        self.plan_keeping(traj, &std::collections::HashSet::new())
+    }
+
+    /// [`MaskSession::plan`] with the observations at `keep` never masked (as if their
+    /// tools were in `tools_keep`); the accounting counts them as kept.
+    fn plan_keeping(
+        &mut self,
+        traj: &Trajectory,
+        keep: &std::collections::HashSet<super::Loc>,
+    ) -> (Vec<(super::Loc, String)>, MaskStats) {
         let turns = traj.turns();
         let msgs = traj.messages();
         let mut msg_tokens = Vec::with_capacity(msgs.len());
@@ -242,7 +264,7 @@ impl MaskSession {
                 let n = c.observation.map_or(0, |l| {
                     self.count((l.message, Some(l.block.unwrap_or(usize::MAX))), &c.text)
                 });
-                if self.masker.eligible(turns, i, k) {
+                if self.masker.eligible(turns, i, k) && !c.observation.is_some_and(|l| keep.contains(&l)) {
                     let ph = self.masker.template.render(&c.tool, &c.args, n, c.lines);
                     let loc = c.observation.map_or((0, None), |l| (l.message, l.block));
                     let pc = &self.masker.counter;
@@ -322,6 +344,40 @@ impl MaskSession {
         tau: f64,
         query: Option<&[f32]>,
     ) -> Result<(Vec<(super::Loc, String)>, usize)> {
+        let keep = self.kept_back(traj, embeddings, method, tau, query)?;
+        let (edits, _) = self.plan(traj);
+        let n = keep.len();
+        Ok((edits.into_iter().filter(|e| !keep.contains(&e.0)).collect(), n))
+    }
+
+    /// [`MaskSession::plan_semantic`], applied: masks `traj` in place and returns the
+    /// accounting, in which the observations kept back count as kept (the rolling totals
+    /// too, as if they had been kept at every turn), and how many were kept back.
+    pub fn mask_semantic(
+        &mut self,
+        traj: &mut Trajectory,
+        embeddings: &crate::embeddings::Embeddings,
+        method: crate::select::Method,
+        tau: f64,
+        query: Option<&[f32]>,
+    ) -> Result<(MaskStats, usize)> {
+        let keep = self.kept_back(traj, embeddings, method, tau, query)?;
+        let (edits, stats) = self.plan_keeping(traj, &keep);
+        for (loc, text) in edits {
+            traj.replace(loc, &text)?;
+        }
+        Ok((stats, keep.len()))
+    }
+
+    /// The observations the rule would mask that the gate keeps back.
+    fn kept_back(
+        &mut self,
+        traj: &Trajectory,
+        embeddings: &crate::embeddings::Embeddings,
+        method: crate::select::Method,
+        tau: f64,
+        query: Option<&[f32]>,
+    ) -> Result<std::collections::HashSet<super::Loc>> {
         use crate::select::{select, Inputs, Mode, SelectConfig};
         let locs: Vec<super::Loc> = traj
             .turns()
@@ -336,7 +392,7 @@ impl MaskSession {
         }
         let (edits, _) = self.plan(traj);
         if edits.is_empty() {
-            return Ok((edits, 0));
+            return Ok(std::collections::HashSet::new());
         }
         let stale: std::collections::HashSet<super::Loc> = edits.iter().map(|e| e.0).collect();
         let live: Vec<usize> = (0..locs.len()).filter(|i| !stale.contains(&locs[*i])).collect();
@@ -350,12 +406,12 @@ impl MaskSession {
                 ..Inputs::default()
             },
         )?;
-        let keep: std::collections::HashSet<super::Loc> = sel.selected.iter().map(|&i| locs[i]).collect();
-        let kept_back = keep.len();
-        Ok((
-            edits.into_iter().filter(|e| !keep.contains(&e.0)).collect(),
-            kept_back,
-        ))
+        Ok(sel
+            .selected
+            .iter()
+            .map(|&i| locs[i])
+            .filter(|l| stale.contains(l))
+            .collect())
     }
 
     /// Masks `traj` in place (as at its latest turn) and returns the accounting.

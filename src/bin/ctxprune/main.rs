@@ -8,6 +8,8 @@
 
 mod cost;
 mod device;
+#[cfg(feature = "embed")]
+mod embed;
 mod eval;
 mod mask;
 mod rerank;
@@ -55,6 +57,10 @@ enum Cmd {
     /// On a machine with an NVIDIA GPU: compare every CUDA primitive and selector with the
     /// CPU path on fresh random inputs, then print the timing table.
     GpuCheck(device::GpuCheckArgs),
+    /// Embed texts (JSON lines) with a sentence-transformers model: an .npy on stdout, or
+    /// --out FILE.npy / FILE.safetensors.
+    #[cfg(feature = "embed")]
+    Embed(embed::EmbedArgs),
     /// Write a seeded synthetic pool as .npy files (emb, query, costs, oracle scores).
     MakePool(MakePoolArgs),
     /// Serve select, rerank, mask and cost over HTTP (JSON), with named resident pools.
@@ -122,6 +128,8 @@ fn main() -> ExitCode {
         Cmd::Kernels(a) => device::kernels(a),
         Cmd::GpuCheck(a) => device::gpu_check(a),
         Cmd::MakePool(a) => make_pool(&a),
+        #[cfg(feature = "embed")]
+        Cmd::Embed(a) => embed::run(a),
         #[cfg(feature = "serve")]
         Cmd::Serve(a) => serve::run(*a),
     };

@@ -43,6 +43,24 @@ pub struct MaskArgs {
     /// Write the accounting as JSON to this file.
     #[arg(long)]
     pub stats: Option<PathBuf>,
+    /// Semantic masking: a sentence-transformers directory that embeds every observation;
+    /// a stale observation that still adds marginal value against the kept ones (gate of
+    /// --semantic-method at --semantic-tau) is kept back.
+    #[cfg(feature = "embed")]
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// The gate of semantic masking: grn (default), mmr, centroid, dpp or coverage.
+    #[cfg(feature = "embed")]
+    #[arg(long)]
+    pub semantic_method: Option<String>,
+    /// Its threshold tau. By default the method's paper threshold.
+    #[cfg(feature = "embed")]
+    #[arg(long, allow_hyphen_values = true)]
+    pub semantic_tau: Option<f64>,
+    /// The task, embedded as the query of methods that read one (mmr, dpp, coverage).
+    #[cfg(feature = "embed")]
+    #[arg(long)]
+    pub query_text: Option<String>,
 }
 
 /// The library names an option (`step`, `placeholder`, `format`); the CLI names its flag.
@@ -99,9 +117,11 @@ pub fn run(a: MaskArgs) -> Result<()> {
         step: a.step,
         ..MaskConfig::default()
     };
-    if let Some(p) = a.placeholder {
-        cfg.placeholder = p;
+    if let Some(p) = &a.placeholder {
+        cfg.placeholder = p.clone();
     }
+    #[cfg(feature = "embed")]
+    let semantic = semantic_options(&a)?;
     let counter = ctxprune::tokens::counter(&a.tokenizer)?;
     let masker = Masker::new(cfg, counter).map_err(flag)?;
     let input = read_stdin()?;
@@ -111,11 +131,43 @@ pub fn run(a: MaskArgs) -> Result<()> {
         None => ("", input.as_str()),
     };
     let mut traj = Trajectory::parse(body, format).map_err(flag)?;
-    let stats = masker.mask(&mut traj);
+    #[cfg(feature = "embed")]
+    let (stats, kept_back) = match semantic {
+        Some((enc, method, tau)) => {
+            let texts: Vec<&str> = traj
+                .turns()
+                .iter()
+                .flat_map(|t| {
+                    t.calls
+                        .iter()
+                        .filter(|c| c.observation.is_some())
+                        .map(|c| c.text.as_str())
+                })
+                .collect();
+            if texts.is_empty() {
+                (masker.mask(&mut traj), Some(0))
+            } else {
+                let e = super::embed::encode(&enc, &texts, 32, false)?;
+                let q = match &a.query_text {
+                    Some(t) => Some(enc.encode(&[t.as_str()], &Default::default())?.row(0).to_vec()),
+                    None => None,
+                };
+                let (s, n) = masker.mask_semantic(&mut traj, &e, method, tau, q.as_deref())?;
+                (s, Some(n))
+            }
+        }
+        None => (masker.mask(&mut traj), None),
+    };
+    #[cfg(not(feature = "embed"))]
+    let (stats, kept_back): (_, Option<usize>) = (masker.mask(&mut traj), None);
     // Everything is computed before anything is written: bad input never half-writes.
     let out = traj.to_json();
     if let Some(p) = &a.stats {
-        let s = serde_json::to_string(&stats).map_err(|e| Error::invalid("stats", e.to_string()))?;
+        let mut v = serde_json::to_value(&stats).map_err(|e| Error::invalid("stats", e.to_string()))?;
+        if let Some(n) = kept_back {
+            v["semantic_kept_back"] = serde_json::json!(n);
+        }
+        let s = v.to_string();
         std::fs::write(p, s).map_err(|e| Error::io(p, e))?;
     }
     // The input's bytes, its final newline (or none) included.
@@ -124,6 +176,62 @@ pub fn run(a: MaskArgs) -> Result<()> {
         .and_then(|()| std::io::Write::write_all(&mut stdout, out.as_bytes()))
         .and_then(|()| std::io::Write::flush(&mut stdout))
         .map_err(|e| Error::io("<stdout>", e))
+}
+
+/// The encoder, gate method and tau of semantic masking, when `--model` is given; the
+/// semantic flags without it are errors.
+#[cfg(feature = "embed")]
+fn semantic_options(
+    a: &MaskArgs,
+) -> Result<Option<(ctxprune::embed::SentenceEncoder, ctxprune::select::Method, f64)>> {
+    use ctxprune::select::Method;
+    let Some(dir) = &a.model else {
+        for (given, f) in [
+            (a.semantic_method.is_some(), "--semantic-method"),
+            (a.semantic_tau.is_some(), "--semantic-tau"),
+            (a.query_text.is_some(), "--query-text"),
+        ] {
+            if given {
+                return Err(Error::invalid(f, "applies to semantic masking (--model DIR)"));
+            }
+        }
+        return Ok(None);
+    };
+    let name = a.semantic_method.as_deref().unwrap_or("grn");
+    let method: Method = name
+        .parse()
+        .map_err(|_| Error::invalid("--semantic-method", format!("unknown method '{name}'")))?;
+    if matches!(method, Method::Lexical | Method::Hybrid) {
+        return Err(Error::invalid(
+            "--semantic-method",
+            format!("{name} does not gate on embeddings alone (grn, mmr, centroid, dpp, coverage)"),
+        ));
+    }
+    if a.query_text.is_some() && !method.reads_query() {
+        return Err(Error::invalid(
+            "--query-text",
+            format!("does not apply to {name} (it does not read a query)"),
+        ));
+    }
+    if method.needs_query() && a.query_text.is_none() {
+        return Err(Error::invalid(
+            "--query-text",
+            format!("{name} needs the task (--query-text)"),
+        ));
+    }
+    let Some(tau) = a.semantic_tau.or(method.preset().tau) else {
+        return Err(Error::invalid(
+            "--semantic-tau",
+            format!("the paper gives no threshold for {name}: give one"),
+        ));
+    };
+    if !tau.is_finite() {
+        return Err(Error::invalid(
+            "--semantic-tau",
+            format!("must be finite, got {tau}"),
+        ));
+    }
+    Ok(Some((super::embed::load(dir)?, method, tau)))
 }
 
 /// The most stdin may hold: a trajectory of 1 GiB is far beyond any context window.

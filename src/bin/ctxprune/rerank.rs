@@ -12,10 +12,16 @@ pub struct RerankArgs {
     pub method: String,
     /// The pool, rows in MIPS order (row 0 = MIPS top-1): .npy, .safetensors[:NAME] or .jsonl.
     #[arg(long)]
-    pub embeddings: String,
+    pub embeddings: Option<String>,
     /// Query embedding: .npy of shape (d,) or (1, d), or a JSON array.
     #[arg(long)]
-    pub query: PathBuf,
+    pub query: Option<PathBuf>,
+    /// A sentence-transformers directory: the pool is --texts embedded with it and the
+    /// query is --query-text embedded with it (instead of --embeddings and --query). The
+    /// rows stay in the order of --texts, which must be MIPS order.
+    #[cfg(feature = "embed")]
+    #[arg(long)]
+    pub model: Option<PathBuf>,
     /// Precomputed oracle scores in [0, 1], one per pool row (1-D .npy or JSON array).
     #[arg(long)]
     pub oracle_scores: Option<PathBuf>,
@@ -32,10 +38,10 @@ pub struct RerankArgs {
     /// --oracle-url). By default 2.
     #[arg(long, allow_hyphen_values = true)]
     pub oracle_retries: Option<u32>,
-    /// Pool texts as JSON lines with "text" (for --oracle-url).
+    /// Pool texts as JSON lines with "text" (for --oracle-url or --model).
     #[arg(long)]
     pub texts: Option<PathBuf>,
-    /// The query text (for --oracle-url).
+    /// The query text (for --oracle-url or --model).
     #[arg(long)]
     pub query_text: Option<String>,
     /// Oracle calls allowed, B.
@@ -105,22 +111,71 @@ pub fn run(a: RerankArgs) -> Result<()> {
     ];
     let cfg = super::cost::flags(opts.config(), &names)?;
     let method = cfg.method;
-    // The HTTP oracle's options apply only to it; the texts and query text feed it alone.
-    for (given, flag) in [
-        (a.oracle_api.is_some(), "--oracle-api"),
-        (a.oracle_timeout.is_some(), "--oracle-timeout"),
-        (a.oracle_retries.is_some(), "--oracle-retries"),
-        (a.texts.is_some(), "--texts"),
-        (a.query_text.is_some(), "--query-text"),
+    #[cfg(feature = "embed")]
+    let model = a.model.as_deref();
+    #[cfg(not(feature = "embed"))]
+    let model: Option<&std::path::Path> = None;
+    // The HTTP oracle's options apply only to it; the texts and query text feed it (and
+    // the model).
+    for (given, flag, also_model) in [
+        (a.oracle_api.is_some(), "--oracle-api", false),
+        (a.oracle_timeout.is_some(), "--oracle-timeout", false),
+        (a.oracle_retries.is_some(), "--oracle-retries", false),
+        (a.texts.is_some(), "--texts", true),
+        (a.query_text.is_some(), "--query-text", true),
     ] {
-        if given && a.oracle_url.is_none() {
-            return Err(Error::invalid(flag, "applies to --oracle-url"));
+        if given && a.oracle_url.is_none() && !(also_model && model.is_some()) {
+            return Err(Error::invalid(flag, "applies to --oracle-url or --model"));
+        }
+    }
+    if model.is_some() {
+        for (given, flag) in [
+            (a.embeddings.is_some(), "--embeddings"),
+            (a.query.is_some(), "--query"),
+        ] {
+            if given {
+                return Err(Error::invalid(
+                    flag,
+                    "does not apply with --model (the model embeds --texts and --query-text)",
+                ));
+            }
         }
     }
     let opened = open_engine(&a.backend)?;
     let reranker = Reranker::new(&opened.engine, cfg)?;
-    let pool_rows = io::load_embeddings(&a.embeddings)?.embeddings;
-    let query = io::load_query(&a.query)?;
+    let (pool_rows, query) = match model {
+        #[cfg(feature = "embed")]
+        Some(dir) => {
+            let tp = a.texts.as_ref().ok_or_else(|| {
+                Error::invalid("--texts", "--model needs the pool's texts (--texts FILE.jsonl)")
+            })?;
+            let qt = a
+                .query_text
+                .as_deref()
+                .ok_or_else(|| Error::invalid("--query-text", "--model needs the query text"))?;
+            let enc = super::embed::load(dir)?;
+            let texts = io::load_texts(tp)?.0;
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let rows = super::embed::encode(&enc, &refs, 32, false)?;
+            let q = enc.encode(&[qt], &Default::default())?.row(0).to_vec();
+            (rows, q)
+        }
+        _ => {
+            let e = a.embeddings.as_deref().ok_or_else(|| {
+                Error::invalid(
+                    "--embeddings",
+                    "give the pool (--embeddings FILE, or --model DIR with --texts)",
+                )
+            })?;
+            let q = a.query.as_deref().ok_or_else(|| {
+                Error::invalid(
+                    "--query",
+                    "give the query (--query FILE, or --model DIR with --query-text)",
+                )
+            })?;
+            (io::load_embeddings(e)?.embeddings, io::load_query(q)?)
+        }
+    };
     let n = pool_rows.rows();
     let mut oracle: Box<dyn ctxprune::rerank::Oracle> = match (&a.oracle_scores, &a.oracle_url) {
         (Some(p), None) => {

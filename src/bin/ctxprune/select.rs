@@ -53,6 +53,11 @@ pub struct SelectArgs {
     /// Use the paper's operating point (App. B Table 5) for every option not given.
     #[arg(long)]
     pub preset: Option<String>,
+    /// A sentence-transformers directory: the pool is --texts embedded with it, and the
+    /// query is --query-text embedded with it (instead of --embeddings and --query).
+    #[cfg(feature = "embed")]
+    #[arg(long)]
+    pub model: Option<PathBuf>,
     /// auto, cpu or cuda.
     #[arg(long, default_value = "auto")]
     pub backend: String,
@@ -86,12 +91,42 @@ pub fn run(a: SelectArgs) -> Result<()> {
     ];
     let cfg = flags(opts.config(), NAMES)?;
     let method = cfg.method_kind();
+    #[cfg(feature = "embed")]
+    let model = a.model.as_deref();
+    #[cfg(not(feature = "embed"))]
+    let model: Option<&std::path::Path> = None;
+    if model.is_some() {
+        // With a model the texts are the pool and the query text is the query.
+        if method == Method::Lexical {
+            return Err(Error::invalid(
+                "--model",
+                "does not apply to lexical (it reads the texts themselves)",
+            ));
+        }
+        for (given, flag) in [
+            (a.embeddings.is_some(), "--embeddings"),
+            (a.query.is_some(), "--query"),
+        ] {
+            if given {
+                return Err(Error::invalid(
+                    flag,
+                    "does not apply with --model (the model embeds --texts and --query-text)",
+                ));
+            }
+        }
+        if a.texts.is_none() {
+            return Err(Error::invalid(
+                "--texts",
+                "--model needs the pool's texts (--texts FILE.jsonl)",
+            ));
+        }
+    }
     flags(
         check_reads(
             method,
-            a.query.is_some(),
-            a.query_text.is_some(),
-            a.texts.is_some(),
+            a.query.is_some() || (model.is_some() && a.query_text.is_some()),
+            a.query_text.is_some() && model.is_none(),
+            a.texts.is_some() && model.is_none(),
         ),
         NAMES,
     )?;
@@ -102,19 +137,46 @@ pub fn run(a: SelectArgs) -> Result<()> {
         _ => Vec::new(),
     };
 
-    // ---- file I/O ----
-    let loaded = match &a.embeddings {
-        Some(p) => Some(io::load_embeddings(p)?),
-        None if method == Method::Lexical => None,
-        None => {
+    // ---- file I/O (and the encoder) ----
+    #[cfg(feature = "embed")]
+    let (loaded, embedded_query) = match (model, &a.texts) {
+        (Some(dir), Some(tp)) => {
+            let enc = super::embed::load(dir)?;
+            let (texts, tokens) = io::load_texts(tp)?;
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let embeddings = super::embed::encode(&enc, &refs, 32, false)?;
+            let q = match &a.query_text {
+                Some(t) => Some(enc.encode(&[t.as_str()], &Default::default())?.row(0).to_vec()),
+                None => None,
+            };
+            let l = io::Loaded {
+                embeddings,
+                tokens,
+                texts: Some(texts),
+            };
+            (Some(l), q)
+        }
+        _ => (None, None),
+    };
+    #[cfg(not(feature = "embed"))]
+    let (loaded, embedded_query): (Option<io::Loaded>, Option<Vec<f32>>) = (None, None);
+    let loaded = match (loaded, &a.embeddings) {
+        (Some(l), _) => Some(l),
+        (None, Some(p)) => Some(io::load_embeddings(p)?),
+        (None, None) if method == Method::Lexical => None,
+        (None, None) => {
             return Err(Error::invalid(
                 "--embeddings",
-                format!("{} needs --embeddings", method.name()),
+                format!("{} needs --embeddings (or --model with --texts)", method.name()),
             ))
         }
     };
-    let query = a.query.as_deref().map(io::load_query).transpose()?;
+    let query = match embedded_query {
+        Some(q) => Some(q),
+        None => a.query.as_deref().map(io::load_query).transpose()?,
+    };
     let (text_file_texts, text_file_tokens) = match &a.texts {
+        Some(_) if model.is_some() => (None, None),
         Some(p) => {
             let (t, k) = io::load_texts(p)?;
             (Some(t), k)
@@ -133,10 +195,14 @@ pub fn run(a: SelectArgs) -> Result<()> {
         ));
     }
     if method.needs_query() && query.is_none() {
-        return Err(Error::invalid(
-            "--query",
-            format!("{} needs --query FILE.npy", method.name()),
-        ));
+        return Err(if model.is_some() {
+            Error::invalid(
+                "--query-text",
+                format!("{} needs the query (--query-text with --model)", method.name()),
+            )
+        } else {
+            Error::invalid("--query", format!("{} needs --query FILE.npy", method.name()))
+        });
     }
     // Lengths that must agree, named by their files.
     if let (Some(q), Some(l), Some(qp), Some(ep)) = (&query, &loaded, &a.query, &a.embeddings) {
