@@ -505,7 +505,7 @@ fn log_errors_name_the_file_and_the_line() {
         (edit(2, &sub("s1", "null", "1")), "run.jsonl: line 2: \"depth\" is 1, but a subquery with parent null has depth 0, so it must be 0"),
         (edit(5, &sub("s1.1", "\"s9\"", "1")), "run.jsonl: line 5: parent \"s9\" is not the id of any subquery in this file"),
         (edit(5, &sub("s1", "null", "0")), "run.jsonl: line 5: duplicate subquery id \"s1\" (first on line 2)"),
-        (edit(2, &sub("s1", "\"s1.1\"", "2")), "run.jsonl: line 2: subquery \"s1\" is its own ancestor (parents s1 -> s1.1 -> s1: a cycle)"),
+        (edit(2, &sub("s1", "\"s1.1\"", "2")), "run.jsonl: line 2: subquery \"s1\" is its own ancestor (parents s1 -> s1.1 -> s1: a cycle of 2)"),
         (edit(5, &sub("s1.1", "\"s1.1\"", "1")), "run.jsonl: line 5: subquery \"s1.1\" is its own ancestor"),
         (edit(3, r#"{"type":"item","subquery":"s1","text":"x","tokens":100}"#), "run.jsonl: line 3: no \"embedding\", and no text encoder was given"),
         (edit(3, r#"{"type":"item","subquery":"s1","text":"x","tokens":100,"embedding":[1,0,0]}"#), "run.jsonl: line 3: embedding has 3 values, but line 1's has 4"),
@@ -531,6 +531,40 @@ fn log_errors_name_the_file_and_the_line() {
         assert!(e.contains(want), "{e:?} lacks {want:?}");
         assert_eq!(e.lines().count(), 1, "{e:?}");
     }
+}
+
+/// A chain of 50,000 subqueries, each the parent of the next and written child first: the
+/// checks are linear (no walk to the root per subquery), and the replay stops at max_nodes.
+#[test]
+fn a_deep_chain_is_checked_in_linear_time() {
+    let n = 50_000;
+    let mut text = String::from("{\"type\":\"query\",\"text\":\"q\",\"embedding\":[1,0]}\n");
+    for i in (0..n).rev() {
+        let parent = if i == 0 {
+            "null".to_string()
+        } else {
+            format!("\"c{}\"", i - 1)
+        };
+        text.push_str(&format!(
+            "{{\"type\":\"subquery\",\"id\":\"c{i}\",\"parent\":{parent},\"depth\":{i},\"text\":\"t\",\"tokens\":1,\"embedding\":[0,1]}}\n"
+        ));
+    }
+    let t = std::time::Instant::now();
+    let l = RunLog::parse(&text, Path::new("chain.jsonl"), None).unwrap();
+    let out = l.replay(Pipeline::default()).unwrap();
+    assert!(t.elapsed().as_secs() < 20, "{:?}", t.elapsed());
+    assert_eq!(out.report.nodes_explored, 64);
+    assert!(out.report.truncated);
+    // Closing the chain into a loop is a cycle, named from its first line.
+    let looped = text.replacen(
+        "\"parent\":null,\"depth\":0",
+        &format!("\"parent\":\"c{}\",\"depth\":0", n - 1),
+        1,
+    );
+    let e = RunLog::parse(&looped, Path::new("chain.jsonl"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("chain.jsonl: line 2: subquery \"c49999\" is its own ancestor (parents c49999 -> c49998 -> c49997 -> c49996 -> ... -> c49999: a cycle of 50000)"), "{e}");
 }
 
 #[test]

@@ -314,10 +314,12 @@ impl RunLog {
             if let Some(e) = &embedding {
                 match dim {
                     None => dim = Some((e.len(), line)),
-                    Some((d, l)) if d != e.len() => return Err(at(format!(
+                    Some((d, l)) if d != e.len() => {
+                        return Err(at(format!(
                         "embedding has {} values, but line {l}'s has {d} (one dimension for the whole run)",
                         e.len()
-                    ))),
+                    )))
+                    }
                     Some(_) => {}
                 }
             }
@@ -487,29 +489,51 @@ impl RunLog {
                 }),
             })
             .collect::<Result<_>>()?;
-        for (i, &first) in parent_of.iter().enumerate() {
-            // At most n steps up from i reach a root unless i lies on a cycle.
-            let mut chain = vec![i];
-            let mut at = first;
-            while let Some(p) = at {
-                chain.push(p);
-                if p == i {
-                    let names: Vec<&str> = chain.iter().map(|&c| subqueries[c].id.as_str()).collect();
+        // Cycles, in one pass: walk up from each subquery not yet seen until a root, a
+        // subquery already cleared, or one on the current walk (a cycle).
+        let (unseen, walking, cleared) = (0u8, 1u8, 2u8);
+        let mut state = vec![unseen; n];
+        for i in 0..n {
+            let mut path = Vec::new();
+            let mut at = Some(i);
+            while let Some(j) = at {
+                if state[j] == cleared {
+                    break;
+                }
+                if state[j] == walking {
+                    // The cycle is the path from j on; name it from its first line.
+                    let cycle = &path[path.iter().position(|&p| p == j).unwrap_or(0)..];
+                    let k = cycle
+                        .iter()
+                        .position(|&c| c == *cycle.iter().min().unwrap_or(&j))
+                        .unwrap_or(0);
+                    let mut names: Vec<&str> = cycle[k..]
+                        .iter()
+                        .chain(&cycle[..k])
+                        .map(|&c| subqueries[c].id.as_str())
+                        .collect();
+                    let first = &subqueries[cycle[k]];
+                    let len = names.len();
+                    if len > 8 {
+                        names.truncate(4);
+                        names.push("...");
+                    }
+                    names.push(first.id.as_str());
                     return Err(Error::format(
                         source,
                         format!(
-                            "line {}: subquery \"{}\" is its own ancestor (parents {}: a cycle)",
-                            subqueries[i].line,
-                            subqueries[i].id,
+                            "line {}: subquery \"{}\" is its own ancestor (parents {}: a cycle of {len})",
+                            first.line,
+                            first.id,
                             names.join(" -> ")
                         ),
                     ));
                 }
-                if chain.len() > n {
-                    break;
-                }
-                at = parent_of[p];
+                state[j] = walking;
+                path.push(j);
+                at = parent_of[j];
             }
+            path.into_iter().for_each(|j| state[j] = cleared);
         }
         for (i, s) in subqueries.iter().enumerate() {
             let want = parent_of[i].map_or(0, |p| subqueries[p].depth + 1);
