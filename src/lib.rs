@@ -19,7 +19,8 @@
 //! - [`select::judge`]: the `Judge` trait for caller value models (an LLM judge) and the
 //!   paper's learned pre-retrieval controller (two-head MLP, safetensors weights).
 //! - [`pipeline`]: the stage-aware driver of Algorithm 1 with per-stage policies and the
-//!   paper's accounting.
+//!   paper's accounting; [`pipeline::replay`] replays a logged research run under the
+//!   policies of a stages file ([`pipeline::stages`]), as `ctxprune pipeline` does.
 //! - [`rerank`]: budgeted top-k selection with a limited oracle (BoundaryMORPH, BAGEL,
 //!   single-stage, RGS) over an incrementally updated GP with kernel rows read on demand
 //!   (SPEC §3), behind a [`rerank::Reranker`].

@@ -21,6 +21,7 @@ mod http;
 mod io;
 mod mask;
 mod pipeline;
+mod pipeline_replay;
 mod properties;
 mod rerank;
 mod scorers;

@@ -208,7 +208,8 @@ fn a_pre_retrieval_judge_stops_branches_before_retrieval() {
     assert!(r.truncated);
 }
 
-fn write_controller(dir: &Path, layers: &[(&str, Vec<usize>, Vec<f32>)]) -> std::path::PathBuf {
+/// Writes a controller's tensors to `dir/controller.safetensors`.
+pub fn write_controller(dir: &Path, layers: &[(&str, Vec<usize>, Vec<f32>)]) -> std::path::PathBuf {
     use safetensors::{serialize, tensor::TensorView, Dtype};
     let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = layers
         .iter()

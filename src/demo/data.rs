@@ -247,3 +247,81 @@ pub fn write_pool(dir: &std::path::Path, n: usize, d: usize, seed: u64) -> Resul
         .collect();
     write_npy_f32_vec(&dir.join("scores.npy"), &scores)
 }
+
+/// A seeded logged research run in the `run.jsonl` format of
+/// [`crate::pipeline::replay`]: a query over six topics in `d` dimensions, six first-level
+/// subqueries (one per topic), two children each (the second re-asks a neighbouring
+/// topic), a grandchild under the first three first children; three or four items per
+/// subquery of 80–400 tokens, about a quarter of them near-duplicates of an earlier item.
+#[must_use]
+pub fn research_log(d: usize, seed: u64) -> String {
+    let mut rng = Rng::new(seed);
+    let d = d.max(2);
+    let noisy = |base: &[f64], scale: f64, rng: &mut Rng| -> Vec<f64> {
+        unit(
+            base.iter()
+                .map(|&b| b + scale * rng.normal() / (d as f64).sqrt())
+                .collect(),
+        )
+    };
+    let topics: Vec<Vec<f64>> = (0..6)
+        .map(|_| unit((0..d).map(|_| rng.normal()).collect()))
+        .collect();
+    let sum: Vec<f64> = (0..d).map(|j| topics.iter().map(|t| t[j]).sum()).collect();
+    let f32s = |v: &[f64]| -> Vec<f32> { v.iter().map(|&x| x as f32).collect() };
+    let mut lines = vec![serde_json::json!({"type": "query",
+        "text": "how do retrieval agents keep their context small", "embedding": f32s(&unit(sum))})];
+    let mut seen: Vec<Vec<f64>> = Vec::new();
+    let mut emit_items =
+        |lines: &mut Vec<serde_json::Value>, id: &str, base: &[f64], n: usize, rng: &mut Rng| {
+            for k in 0..n {
+                let e = if !seen.is_empty() && rng.uniform() < 0.25 {
+                    let src = seen[rng.below(seen.len())].clone();
+                    noisy(&src, 0.05, rng)
+                } else {
+                    noisy(base, 1.2, rng)
+                };
+                seen.push(e.clone());
+                let words: Vec<&str> = (0..6).map(|_| WORDS[rng.below(WORDS.len())]).collect();
+                lines.push(serde_json::json!({"type": "item", "subquery": id,
+                "text": format!("{id} result {k}: {}", words.join(" ")),
+                "tokens": 80 + rng.below(320), "embedding": f32s(&e)}));
+            }
+        };
+    let sub =
+        |lines: &mut Vec<serde_json::Value>, id: &str, parent: Option<&str>, depth: usize, e: &[f64]| {
+            lines.push(
+                serde_json::json!({"type": "subquery", "id": id, "parent": parent, "depth": depth,
+            "text": format!("subquery {id}"), "tokens": 12 + 2 * depth, "embedding": f32s(e)}),
+            );
+        };
+    for (i, t) in topics.iter().enumerate() {
+        let id = format!("s{}", i + 1);
+        let e = noisy(t, 0.3, &mut rng);
+        sub(&mut lines, &id, None, 0, &e);
+        emit_items(&mut lines, &id, t, 4, &mut rng);
+        for c in 1..=2 {
+            let cid = format!("{id}.{c}");
+            let base = if c == 1 {
+                t.clone()
+            } else {
+                topics[(i + 1) % 6].clone()
+            };
+            let ce = noisy(&base, if c == 1 { 0.8 } else { 0.1 }, &mut rng);
+            sub(&mut lines, &cid, Some(&id), 1, &ce);
+            emit_items(&mut lines, &cid, &ce, 3, &mut rng);
+            if c == 1 && i < 3 {
+                let gid = format!("{cid}.1");
+                let ge = noisy(&ce, 0.8, &mut rng);
+                sub(&mut lines, &gid, Some(&cid), 2, &ge);
+                emit_items(&mut lines, &gid, &ge, 3, &mut rng);
+            }
+        }
+    }
+    let mut out = String::new();
+    for l in lines {
+        out.push_str(&l.to_string());
+        out.push('\n');
+    }
+    out
+}

@@ -80,6 +80,7 @@ pub fn run(engine: &Engine) -> Result<String> {
         }
     }
     pipeline_section(&pool, &mut out)?;
+    replay_section(&mut out)?;
     rerank_section(&pool, engine, &mut out)?;
     mask_section(&mut out)?;
     cost_section(&mut out)?;
@@ -253,6 +254,81 @@ fn pipeline_section(pool: &Synthetic, out: &mut String) -> Result<()> {
             rep.post_retrieval.tokens_in,
             100.0 * (1.0 - rep.post_retrieval.pruning_ratio()),
             rep.pre_synthesis.tokens_kept
+        );
+    }
+    Ok(())
+}
+
+/// A logged research run ([`data::research_log`]) replayed under one-, two- and
+/// three-stage policies, as `ctxprune pipeline` replays a run.jsonl.
+fn replay_section(out: &mut String) -> Result<()> {
+    use crate::pipeline::replay::RunLog;
+    use crate::pipeline::{Pipeline, Policy};
+    let log = RunLog::parse(
+        &data::research_log(32, 17),
+        std::path::Path::new("built-in research log"),
+        None,
+    )?;
+    let _ = writeln!(
+        out,
+        "\npipeline replay: a logged run, {} subqueries to depth 2, {} items, d = {}",
+        log.subqueries().len(),
+        log.items().len(),
+        log.dim()
+    );
+    let _ = writeln!(
+        out,
+        "{:<38} {:>6} {:>7} {:>12} {:>11} {:>9} {:>12}",
+        "policy", "nodes", "pruned", "retrieved tk", "context tk", "final tk", "vs baseline"
+    );
+    let gate = |m: Method, tau: f64| Policy::Scorer(SelectConfig::new(m).mode(Mode::Gate).threshold(tau));
+    let synth = || Policy::Scorer(SelectConfig::new(Method::Mmr).k(8));
+    let configs: Vec<(&str, Pipeline)> = vec![
+        ("no pruning (baseline)", Pipeline::default()),
+        (
+            "1-stage: post-retrieval GRN gate 0.5",
+            Pipeline {
+                post_retrieval: gate(Method::Grn, 0.5),
+                ..Pipeline::default()
+            },
+        ),
+        (
+            "2-stage: + pre-synthesis MMR k = 8",
+            Pipeline {
+                post_retrieval: gate(Method::Grn, 0.5),
+                pre_synthesis: synth(),
+                ..Pipeline::default()
+            },
+        ),
+        (
+            "3-stage: + pre-retrieval GRN gate 0.5",
+            Pipeline {
+                pre_retrieval: gate(Method::Grn, 0.5),
+                post_retrieval: gate(Method::Grn, 0.5),
+                pre_synthesis: synth(),
+                ..Pipeline::default()
+            },
+        ),
+    ];
+    let mut baseline = None;
+    for (name, p) in configs {
+        let r = log.replay(p)?.report;
+        let fin = r.context_tokens();
+        let base = *baseline.get_or_insert(fin);
+        let _ = writeln!(
+            out,
+            "{:<38} {:>6} {:>7} {:>12.0} {:>11.0} {:>9.0} {:>11.1}%",
+            name,
+            r.nodes_explored,
+            r.nodes_pruned,
+            r.post_retrieval.tokens_in,
+            r.pre_synthesis.tokens_in,
+            fin,
+            if base > 0.0 {
+                100.0 * (1.0 - fin / base)
+            } else {
+                0.0
+            }
         );
     }
     Ok(())

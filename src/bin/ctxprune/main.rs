@@ -12,6 +12,7 @@ mod device;
 mod embed;
 mod eval;
 mod mask;
+mod pipeline;
 mod rerank;
 mod select;
 #[cfg(feature = "serve")]
@@ -49,6 +50,9 @@ enum Cmd {
     /// Cost accounting: FLOPs per token, effective token cost, listwise window plans.
     #[command(subcommand)]
     Cost(cost::CostCmd),
+    /// Replay a logged research run (JSON lines) under per-stage policies (a TOML file) and
+    /// print the accounting: nodes explored, items and tokens before and after each stage.
+    Pipeline(pipeline::PipelineArgs),
     /// Run every capability on a built-in seeded synthetic pool and print a table.
     Demo(DemoArgs),
     /// Compile every CUDA kernel to PTX with NVRTC (no GPU needed) and write the PTX;
@@ -121,6 +125,7 @@ fn main() -> ExitCode {
         Cmd::Eval(a) => eval::run(a),
         Cmd::Cost(c) => cost::run(c),
         Cmd::Mask(a) => mask::run(a),
+        Cmd::Pipeline(a) => pipeline::run(a),
         Cmd::Demo(a) => open_engine(&a.backend).and_then(|o| {
             o.print_note();
             ctxprune::demo::run(&o.engine).and_then(|t| print_out(&t))

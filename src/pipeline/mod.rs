@@ -9,6 +9,10 @@
 //! App. B.3, so a judge can fall back to the best sibling), against the context at that
 //! moment; exploration is breadth-first.
 //!
+//! The rest of the module: [`replay`] replays a logged research run (`run.jsonl`) through
+//! the driver, [`stages`] reads per-stage policies from a `stages.toml`, and
+//! [`Report::to_json`] / [`Report::to_table`] render the accounting (`ctxprune pipeline`).
+//!
 //! ```
 //! use ctxprune::pipeline::{run, Item, Node, Pipeline, Policy, Query, Research};
 //! use ctxprune::select::{Method, Mode, SelectConfig};
@@ -33,6 +37,10 @@
 //! assert_eq!(r.post_retrieval.token_reduction(), 0.5);
 //! # Ok::<(), ctxprune::Error>(())
 //! ```
+
+pub mod replay;
+mod report;
+pub mod stages;
 
 use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
@@ -63,6 +71,9 @@ impl Query {
 /// A subquery (a node of the research tree).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
+    /// The caller's name for it, carried unchanged by the driver (the replay's subquery
+    /// ids). By default empty.
+    pub id: String,
     /// Its text.
     pub text: String,
     /// Its embedding.
@@ -78,6 +89,7 @@ impl Node {
     #[must_use]
     pub fn new(text: &str, embedding: Vec<f32>) -> Self {
         Node {
+            id: String::new(),
             text: text.into(),
             embedding,
             tokens: 1.0,
@@ -89,6 +101,9 @@ impl Node {
 /// A retrieved context item.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Item {
+    /// The caller's name for it, carried unchanged into the context (the replay's item
+    /// ids). By default empty.
+    pub id: String,
     /// Its text.
     pub text: String,
     /// Its embedding.
@@ -102,6 +117,7 @@ impl Item {
     #[must_use]
     pub fn new(text: &str, embedding: Vec<f32>, tokens: f64) -> Self {
         Item {
+            id: String::new(),
             text: text.into(),
             embedding,
             tokens,
@@ -117,6 +133,11 @@ pub trait Research {
     fn retrieve(&mut self, node: &Node) -> Result<Vec<Item>>;
     /// New subqueries spawned by a subquery's kept items.
     fn expand(&mut self, node: &Node, kept: &[Item]) -> Result<Vec<Node>>;
+    /// Told of each subquery the Pre-Retrieval policy prunes (it is never retrieved). By
+    /// default nothing happens; a caller that traces the run records it.
+    fn pruned(&mut self, node: &Node) {
+        let _ = node;
+    }
 }
 
 /// What a stage does.
@@ -232,7 +253,7 @@ pub fn run(r: &mut dyn Research, q: &Query, mut p: Pipeline) -> Result<Report> {
     let mut ctx: Vec<Item> = Vec::new();
     let mut queue: VecDeque<Node> = VecDeque::new();
     let first = r.decompose(q)?;
-    enqueue(&mut p.pre_retrieval, q, &ctx, first, 0, &mut queue, &mut rep)?;
+    enqueue(r, &mut p.pre_retrieval, q, &ctx, first, 0, &mut queue, &mut rep)?;
     while let Some(node) = queue.pop_front() {
         if rep.nodes_explored >= p.max_nodes {
             rep.truncated = true;
@@ -261,6 +282,7 @@ pub fn run(r: &mut dyn Research, q: &Query, mut p: Pipeline) -> Result<Report> {
         ctx.extend(kept_items.iter().cloned());
         let children = r.expand(&node, &kept_items)?;
         enqueue(
+            r,
             &mut p.pre_retrieval,
             q,
             &ctx,
@@ -303,7 +325,9 @@ fn items_as_cands(items: &[Item], depth: usize) -> Vec<Cand<'_>> {
         .collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn enqueue(
+    r: &mut dyn Research,
     pol: &mut Policy,
     q: &Query,
     ctx: &[Item],
@@ -328,6 +352,11 @@ fn enqueue(
     rep.nodes_pruned += nodes.len() - kept.len();
     let mut keep = vec![false; nodes.len()];
     kept.iter().for_each(|&i| keep[i] = true);
+    nodes
+        .iter()
+        .zip(&keep)
+        .filter(|(_, k)| !**k)
+        .for_each(|(n, _)| r.pruned(n));
     queue.extend(nodes.into_iter().zip(keep).filter(|(_, k)| *k).map(|(n, _)| n));
     Ok(())
 }
