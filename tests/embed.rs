@@ -698,4 +698,58 @@ mod cli {
         assert_ne!(code, 0);
         assert!(err.contains("--semantic-tau") && err.contains("--model"), "{err}");
     }
+
+    #[test]
+    fn pipeline_replays_a_run_logged_as_text_with_a_model() {
+        let Some(dir) = minilm_dir() else { return };
+        let m = dir.display().to_string();
+        let t = tempfile::tempdir().unwrap();
+        // No embeddings in the log: the model embeds the query, subqueries and items. The
+        // first item of s2 repeats s1's almost word for word, so a GRN gate at 0.5
+        // (residual = 1 - cos^2 against the kept context) drops it; the second is new.
+        let run = r#"{"type":"query","text":"Why did the 1858 transatlantic telegraph cable fail?"}
+{"type":"subquery","id":"s1","parent":null,"depth":0,"text":"1858 cable failure cause","tokens":5}
+{"type":"item","subquery":"s1","text":"The 1858 cable failed after three weeks because excessive voltage destroyed its insulation.","tokens":40}
+{"type":"subquery","id":"s2","parent":"s1","depth":1,"text":"gutta-percha insulation","tokens":4}
+{"type":"item","subquery":"s2","text":"After three weeks the 1858 cable failed: too much voltage destroyed the insulation.","tokens":35}
+{"type":"item","subquery":"s2","text":"Gutta-percha, a latex from Malaysian trees, insulated the copper conductor.","tokens":30}
+"#;
+        let rp = t.path().join("run.jsonl");
+        std::fs::write(&rp, run).unwrap();
+        let sp = t.path().join("stages.toml");
+        std::fs::write(
+            &sp,
+            "[post_retrieval]\npolicy = \"scorer\"\nmethod = \"grn\"\nmode = \"gate\"\nthreshold = 0.5\n",
+        )
+        .unwrap();
+        let args = [
+            "pipeline",
+            "--config",
+            sp.to_str().unwrap(),
+            "--input",
+            rp.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        let mut with_model: Vec<&str> = args.to_vec();
+        with_model.extend(["--model", &m]);
+        let (code, out, err) = run_bytes(&with_model, b"");
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["nodes_explored"], 2);
+        let post = &v["stages"]["post_retrieval"];
+        assert_eq!(
+            (post["candidates"].as_u64(), post["kept"].as_u64()),
+            (Some(3), Some(2)),
+            "{v}"
+        );
+        assert_eq!(post["tokens_in"].as_f64(), Some(105.0));
+        assert_eq!(post["tokens_kept"].as_f64(), Some(70.0));
+        // Without the model the same log is a one-line error naming the line.
+        let (code, out, err) = run_bytes(&args, b"");
+        assert_ne!(code, 0);
+        assert!(out.is_empty());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("line 1") && err.contains("--model"), "{err}");
+    }
 }

@@ -421,7 +421,7 @@ impl RunLog {
                 return Err(Error::format(
                     source,
                     format!(
-                        "line {}: no \"embedding\", and no text encoder was given to compute one (give \"embedding\" on every record, or a text encoder)",
+                        "line {}: no \"embedding\", and no text encoder was given to compute one (give \"embedding\" on every record, or a text encoder: ctxprune pipeline --model DIR)",
                         missing[0].0
                     ),
                 ));

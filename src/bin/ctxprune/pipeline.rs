@@ -18,11 +18,26 @@ pub struct PipelineArgs {
     /// table or json.
     #[arg(long, default_value = "table", value_parser = ["table", "json"])]
     pub format: String,
+    /// A sentence-transformers directory that embeds the records without an "embedding"
+    /// (the query, subqueries and items, by their "text").
+    #[cfg(feature = "embed")]
+    #[arg(long)]
+    pub model: Option<PathBuf>,
 }
 
 /// Runs `ctxprune pipeline`.
 pub fn run(a: PipelineArgs) -> Result<()> {
     let stages = Stages::load(&a.config)?;
+    #[cfg(feature = "embed")]
+    let log = match &a.model {
+        Some(dir) => {
+            let enc = super::embed::load(dir)?;
+            let f = |t: &[&str]| super::embed::encode(&enc, t, 32, false);
+            RunLog::load(&a.input, Some(&f))?
+        }
+        None => RunLog::load(&a.input, None)?,
+    };
+    #[cfg(not(feature = "embed"))]
     let log = RunLog::load(&a.input, None)?;
     stages.check_dim(log.dim())?;
     let out = log.replay(stages.pipeline())?;
