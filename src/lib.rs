@@ -18,6 +18,9 @@
 //!   [`select::Selector`] checked once.
 //! - [`select::judge`]: the `Judge` trait for caller value models (an LLM judge) and the
 //!   paper's learned pre-retrieval controller (two-head MLP, safetensors weights).
+//! - [`controller`] (feature `embed`): the learned controller as a candle-nn module,
+//!   trained with AdamW on logged decisions (`decisions.jsonl`), saved as one safetensors
+//!   file with its feature layout that [`select::judge::LearnedController`] also reads.
 //! - [`pipeline`]: the stage-aware driver of Algorithm 1 with per-stage policies and the
 //!   paper's accounting; [`pipeline::replay`] replays a logged research run under the
 //!   policies of a stages file ([`pipeline::stages`]), as `ctxprune pipeline` does.
@@ -70,6 +73,8 @@
 #![deny(unsafe_code)]
 
 pub mod backend;
+#[cfg(feature = "embed")]
+pub mod controller;
 pub mod cost;
 pub mod demo;
 #[cfg(feature = "embed")]

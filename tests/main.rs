@@ -10,6 +10,8 @@ mod cli_bad_inputs;
 mod cli_cost;
 #[cfg(feature = "cli")]
 mod cli_mask;
+#[cfg(feature = "embed")]
+mod controller;
 mod cost;
 #[cfg(feature = "embed")]
 mod embed;

@@ -5,6 +5,7 @@
 //! features plus structural features, weights from safetensors.
 
 use crate::error::{Error, Result};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Which pruning point is asking (Algorithm 1).
@@ -91,13 +92,28 @@ impl Dense {
 ///
 /// Safetensors layout (F32): `trunk.{i}.weight` `[out, in]` and `trunk.{i}.bias` `[out]`
 /// for i = 0, 1, ...; `reg.weight` `[1, h]`, `reg.bias` `[1]`; `cls.weight` `[1, h]`,
-/// `cls.bias` `[1]`.
+/// `cls.bias` `[1]`. Optional `input.mean` and `input.std` `[width]` standardise the
+/// features first (`(x - mean) / std`, in f32); a file without them feeds the features
+/// as they are. Optional `__metadata__` (what `ctxprune train-controller` writes, see the
+/// `controller` module): when it has `format` it must be [`CONTROLLER_FORMAT`], when it
+/// has `features` it must be [`LearnedController::feature_layout`] of the network's
+/// width, when it has `embedding_dim` it must agree, so a file made for another feature
+/// function is refused rather than fed the wrong features.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LearnedController {
     trunk: Vec<Dense>,
     reg: Dense,
     cls: Dense,
+    /// `input.mean` and `input.std`, when the file has them.
+    standardize: Option<(Vec<f32>, Vec<f32>)>,
+    metadata: BTreeMap<String, String>,
 }
+
+/// The `format` a controller file's metadata names (`ctxprune-controller/1`).
+pub const CONTROLLER_FORMAT: &str = "ctxprune-controller/1";
+
+/// The number of structural features after the two embeddings: depth, order, retained.
+pub const STRUCTURAL_FEATURES: usize = 3;
 
 /// The controller's two outputs for one candidate.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -118,30 +134,30 @@ impl LearnedController {
     pub fn from_safetensors(bytes: &[u8], path: &Path) -> Result<Self> {
         let st = safetensors::SafeTensors::deserialize(bytes)
             .map_err(|e| Error::format(path, format!("not a valid safetensors file: {e}")))?;
+        let get = |t: &str| -> Result<(Vec<usize>, Vec<f32>)> {
+            let v = st
+                .tensor(t)
+                .map_err(|_| Error::format(path, format!("missing tensor '{t}'")))?;
+            if v.dtype() != safetensors::Dtype::F32 {
+                return Err(Error::format(
+                    path,
+                    format!("tensor '{t}' is {:?}, expected F32", v.dtype()),
+                ));
+            }
+            let data: Vec<f32> = v
+                .data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            if let Some(i) = data.iter().position(|x| !x.is_finite()) {
+                return Err(Error::format(
+                    path,
+                    format!("tensor '{t}' element {i} is not finite"),
+                ));
+            }
+            Ok((v.shape().to_vec(), data))
+        };
         let layer = |name: &str| -> Result<Dense> {
-            let get = |t: &str| -> Result<(Vec<usize>, Vec<f32>)> {
-                let v = st
-                    .tensor(t)
-                    .map_err(|_| Error::format(path, format!("missing tensor '{t}'")))?;
-                if v.dtype() != safetensors::Dtype::F32 {
-                    return Err(Error::format(
-                        path,
-                        format!("tensor '{t}' is {:?}, expected F32", v.dtype()),
-                    ));
-                }
-                let data: Vec<f32> = v
-                    .data()
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect();
-                if let Some(i) = data.iter().position(|x| !x.is_finite()) {
-                    return Err(Error::format(
-                        path,
-                        format!("tensor '{t}' element {i} is not finite"),
-                    ));
-                }
-                Ok((v.shape().to_vec(), data))
-            };
             let (ws, w) = get(&format!("{name}.weight"))?;
             let (bs, b) = get(&format!("{name}.bias"))?;
             if ws.len() != 2 || bs != [ws[0]] {
@@ -157,11 +173,9 @@ impl LearnedController {
                 inp: ws[1],
             })
         };
+        let names = st.names();
         let mut trunk = Vec::new();
-        while st
-            .names()
-            .contains(&format!("trunk.{}.weight", trunk.len()).as_str())
-        {
+        while names.contains(&format!("trunk.{}.weight", trunk.len()).as_str()) {
             trunk.push(layer(&format!("trunk.{}", trunk.len()))?);
         }
         let (reg, cls) = (layer("reg")?, layer("cls")?);
@@ -183,7 +197,92 @@ impl LearnedController {
                 ));
             }
         }
-        Ok(LearnedController { trunk, reg, cls })
+        let input_width = trunk.first().map_or(reg.inp, |l| l.inp);
+        let standardize = match (names.contains(&"input.mean"), names.contains(&"input.std")) {
+            (false, false) => None,
+            (true, true) => {
+                let (ms, mean) = get("input.mean")?;
+                let (ss, std) = get("input.std")?;
+                for (t, shape) in [("input.mean", &ms), ("input.std", &ss)] {
+                    if shape.as_slice() != [input_width] {
+                        return Err(Error::format(
+                            path,
+                            format!("tensor '{t}' has shape {shape:?}, the network takes [{input_width}]"),
+                        ));
+                    }
+                }
+                if let Some(i) = std.iter().position(|&s| s <= 0.0) {
+                    return Err(Error::format(
+                        path,
+                        format!("tensor 'input.std' element {i} is {}, must be positive", std[i]),
+                    ));
+                }
+                Some((mean, std))
+            }
+            (m, _) => {
+                let (has, lacks) = if m {
+                    ("input.mean", "input.std")
+                } else {
+                    ("input.std", "input.mean")
+                };
+                return Err(Error::format(
+                    path,
+                    format!("has tensor '{has}' but not '{lacks}': give both or neither"),
+                ));
+            }
+        };
+        let metadata: BTreeMap<String, String> = safetensors::SafeTensors::read_metadata(bytes)
+            .ok()
+            .and_then(|(_, m)| m.metadata().clone())
+            .map(|m| m.into_iter().collect())
+            .unwrap_or_default();
+        check_metadata(&metadata, input_width, path)?;
+        Ok(LearnedController {
+            trunk,
+            reg,
+            cls,
+            standardize,
+            metadata,
+        })
+    }
+
+    /// The feature layout [`LearnedController::features`] computes for embeddings of
+    /// width `embedding_dim`, as a controller file's metadata names it:
+    /// `state_mean:D,candidate:D,depth,order,retained` (`2 D + 3` features).
+    #[must_use]
+    pub fn feature_layout(embedding_dim: usize) -> String {
+        format!("state_mean:{embedding_dim},candidate:{embedding_dim},depth,order,retained")
+    }
+
+    /// The file's `__metadata__` (empty when it had none).
+    #[must_use]
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        &self.metadata
+    }
+
+    /// The keep threshold the file was trained for (metadata `tau`), when it names one.
+    #[must_use]
+    pub fn tau(&self) -> Option<f64> {
+        self.metadata.get("tau").and_then(|t| t.parse().ok())
+    }
+
+    /// Layers in file order (trunk layers, then `reg`, then `cls`) as
+    /// `(weight [out × in] row-major, bias, out, in)`, and the standardisation: what the
+    /// candle module of the `controller` module is built from.
+    #[cfg(feature = "embed")]
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn parts(&self) -> (Vec<(&[f32], &[f32], usize, usize)>, Option<(&[f32], &[f32])>) {
+        let layers = self
+            .trunk
+            .iter()
+            .chain([&self.reg, &self.cls])
+            .map(|l| (l.w.as_slice(), l.b.as_slice(), l.out, l.inp))
+            .collect();
+        let norm = self
+            .standardize
+            .as_ref()
+            .map(|(m, s)| (m.as_slice(), s.as_slice()));
+        (layers, norm)
     }
 
     /// Number of input features the network expects.
@@ -202,6 +301,11 @@ impl LearnedController {
             });
         }
         let mut h = features.to_vec();
+        if let Some((mean, std)) = &self.standardize {
+            h.iter_mut()
+                .zip(mean.iter().zip(std))
+                .for_each(|(x, (m, s))| *x = (*x - m) / s);
+        }
         for l in &self.trunk {
             h = l.forward(&h).into_iter().map(|v| v.max(0.0)).collect();
         }
@@ -243,6 +347,42 @@ impl LearnedController {
         f.extend([c.depth as f32, c.order as f32, ctx.retained.len() as f32]);
         Ok(f)
     }
+}
+
+/// Checks a controller file's metadata against a network taking `width` features (see
+/// [`LearnedController`]'s docs); absent keys are not checked.
+fn check_metadata(meta: &BTreeMap<String, String>, width: usize, path: &Path) -> Result<()> {
+    if let Some(f) = meta.get("format") {
+        if f != CONTROLLER_FORMAT {
+            return Err(Error::format(
+                path,
+                format!("metadata format is '{f}', this build reads '{CONTROLLER_FORMAT}'"),
+            ));
+        }
+    }
+    let dim = (width >= STRUCTURAL_FEATURES && (width - STRUCTURAL_FEATURES) % 2 == 0)
+        .then(|| (width - STRUCTURAL_FEATURES) / 2);
+    if let Some(d) = meta.get("embedding_dim") {
+        if d.parse::<usize>().ok() != dim {
+            return Err(Error::format(
+                path,
+                format!("metadata embedding_dim is '{d}', but the network takes {width} features (2 x embedding_dim + {STRUCTURAL_FEATURES})"),
+            ));
+        }
+    }
+    if let Some(f) = meta.get("features") {
+        let want = dim.map(LearnedController::feature_layout);
+        if want.as_deref() != Some(f.as_str()) {
+            return Err(Error::format(
+                path,
+                format!(
+                    "metadata features are '{f}', but the network takes {width} features laid out as '{}'",
+                    want.unwrap_or_else(|| "(no layout of this crate has that width)".into())
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Judge for LearnedController {

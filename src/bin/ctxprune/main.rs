@@ -17,6 +17,8 @@ mod rerank;
 mod select;
 #[cfg(feature = "serve")]
 mod serve;
+#[cfg(feature = "embed")]
+mod train;
 
 use clap::{Parser, Subcommand};
 use ctxprune::{BackendChoice, Engine, EngineOptions, Error, Result};
@@ -70,6 +72,10 @@ enum Cmd {
     /// Serve select, rerank, mask and cost over HTTP (JSON), with named resident pools.
     #[cfg(feature = "serve")]
     Serve(Box<serve::ServeArgs>),
+    /// Train the learned controller (App. B.3) on a decisions log and write one
+    /// safetensors file; prints one JSON object.
+    #[cfg(feature = "embed")]
+    TrainController(train::TrainArgs),
 }
 
 #[derive(clap::Args)]
@@ -137,6 +143,8 @@ fn main() -> ExitCode {
         Cmd::Embed(a) => embed::run(a),
         #[cfg(feature = "serve")]
         Cmd::Serve(a) => serve::run(*a),
+        #[cfg(feature = "embed")]
+        Cmd::TrainController(a) => train::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
