@@ -14,36 +14,36 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::OnceLock;
 
-const DIM: usize = 8;
+const DIM: usize = 4;
 
-/// The known rule: keep when `w·candidate + 0.8·[depth < 2] − 0.5·retained/10 > 0`.
+/// The known rule: keep when `score > 0`, with
+/// `score = w·candidate + v·state + 0.8·[depth < 2] − 0.05·retained`.
 fn rule(w: &[f32], d: &Decision) -> bool {
-    rule_score(w, &d.candidate, d.depth, d.retained) > 0.0
+    rule_score(w, &d.state, &d.candidate, d.depth, d.retained) > 0.0
 }
 
-fn rule_score(w: &[f32], cand: &[f32], depth: usize, retained: usize) -> f64 {
-    let dot: f64 = w
-        .iter()
-        .zip(cand)
-        .map(|(a, b)| f64::from(*a) * f64::from(*b))
-        .sum();
-    dot + if depth < 2 { 0.8 } else { 0.0 } - 0.5 * retained as f64 / 10.0
+fn rule_score(w: &[f32], state: &[f32], cand: &[f32], depth: usize, retained: usize) -> f64 {
+    let dot =
+        |a: &[f32], b: &[f32]| -> f64 { a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum() };
+    dot(&w[..DIM], cand) + dot(&w[DIM..], state) + if depth < 2 { 0.8 } else { 0.0 } - 0.05 * retained as f64
 }
 
 /// A seeded log of `runs` × `per_run` decisions: random state and candidate embeddings
-/// (width 8), labels from [`rule`] with 10% flipped, a noisy utility on two lines of
-/// three. Returns the JSON lines and the rule's weights.
+/// (width 4), structural features, and labels drawn from the rule's logistic model,
+/// `P(keep) = sigmoid(4 · score)`, so the rule (`score > 0`) is the best possible
+/// classifier and its accuracy is the target; a noisy utility on two lines of three.
+/// Returns the JSON lines and the rule's weights (candidate part, then state part).
 fn synthetic_log(runs: usize, per_run: usize, seed: u64) -> (String, Vec<f32>) {
     let mut rng = Rng::new(seed);
-    let w: Vec<f32> = (0..DIM).map(|_| (0.6 * rng.normal()) as f32).collect();
+    let w: Vec<f32> = (0..2 * DIM).map(|_| (0.6 * rng.normal()) as f32).collect();
     let mut log = String::new();
     for r in 0..runs {
         for k in 0..per_run {
             let state: Vec<f32> = (0..DIM).map(|_| (0.5 * rng.normal()) as f32).collect();
             let cand: Vec<f32> = (0..DIM).map(|_| rng.normal() as f32).collect();
             let (depth, order, retained) = (rng.below(4), k % 5, rng.below(12));
-            let score = rule_score(&w, &cand, depth, retained);
-            let keep = (score > 0.0) != (rng.uniform() < 0.1);
+            let score = rule_score(&w, &state, &cand, depth, retained);
+            let keep = rng.uniform() < 1.0 / (1.0 + (-4.0 * score).exp());
             let utility = if k % 3 == 2 {
                 "null".to_string()
             } else {
@@ -61,9 +61,15 @@ fn decisions(log: &str) -> Vec<Decision> {
     parse_decisions(Path::new("decisions.jsonl"), log.as_bytes(), None).unwrap()
 }
 
+/// The training settings of the accuracy test: one hidden layer of 32, AdamW at 3e-3,
+/// patience 30 (the defaults, patience 10 at 1e-3, stop 1.5 to 3 points short on this
+/// log: the held-out loss plateaus before the step in depth is learned).
 fn config() -> TrainConfig {
     TrainConfig {
         seed: 3,
+        hidden: vec![32],
+        lr: 3e-3,
+        patience: 30,
         ..TrainConfig::default()
     }
 }
@@ -72,7 +78,7 @@ fn config() -> TrainConfig {
 fn trained() -> &'static (Vec<Decision>, Vec<f32>, Trained) {
     static T: OnceLock<(Vec<Decision>, Vec<f32>, Trained)> = OnceLock::new();
     T.get_or_init(|| {
-        let (log, w) = synthetic_log(40, 15, 11);
+        let (log, w) = synthetic_log(200, 20, 11);
         let d = decisions(&log);
         let t = train(&d, &config()).unwrap();
         (d, w, t)
@@ -103,8 +109,8 @@ fn controller_reaches_the_rules_held_out_accuracy() {
     );
     assert_eq!(m, r.heldout, "the report's held-out metrics are the kept model's");
     assert!(
-        (0.85..=0.95).contains(&rule_acc),
-        "the rule's held-out accuracy {rule_acc} is not near 0.9: the synthetic log changed"
+        (0.8..=0.97).contains(&rule_acc),
+        "the rule's held-out accuracy {rule_acc} is not in [0.8, 0.97]: the synthetic log changed"
     );
     assert!(
         m.accuracy >= rule_acc - 0.02,
@@ -143,9 +149,9 @@ fn save_and_reload_give_the_same_predictions_bit_for_bit() {
     let lc = LearnedController::load(&path).unwrap();
     let meta = lc.metadata();
     assert_eq!(meta["format"], "ctxprune-controller/1");
-    assert_eq!(meta["features"], "state_mean:8,candidate:8,depth,order,retained");
-    assert_eq!(meta["embedding_dim"], "8");
-    assert_eq!(meta["hidden"], "64");
+    assert_eq!(meta["features"], "state_mean:4,candidate:4,depth,order,retained");
+    assert_eq!(meta["embedding_dim"], "4");
+    assert_eq!(meta["hidden"], "32");
     assert_eq!(meta["tau"], "0.5");
     assert!(meta["trained"].starts_with("epochs="), "{}", meta["trained"]);
     assert!(meta["trained"].contains("seed=3"), "{}", meta["trained"]);
@@ -584,7 +590,8 @@ fn cli_trains_writes_the_file_and_prints_one_json_object() {
     let (lp, out) = (dir.path().join("d.jsonl"), dir.path().join("c.safetensors"));
     std::fs::write(&lp, log).unwrap();
     let (code, stdout, stderr) = crate::cli::run(&[
-        "train-controller",
+        "pipeline",
+        "train",
         "--log",
         lp.to_str().unwrap(),
         "--out",
@@ -607,12 +614,13 @@ fn cli_trains_writes_the_file_and_prints_one_json_object() {
     );
     assert!(v["heldout"]["accuracy"].as_f64().is_some());
     assert!(v["best_epoch"].as_u64().unwrap() >= 1);
-    assert_eq!(v["features"], "state_mean:8,candidate:8,depth,order,retained");
+    assert_eq!(v["features"], "state_mean:4,candidate:4,depth,order,retained");
     assert!(ControllerModel::load(&out).is_ok());
     // A bad line is one error line naming file, line and field.
     std::fs::write(&lp, "{\"run\":\"r\"}\n").unwrap();
     let (code, _, stderr) = crate::cli::run(&[
-        "train-controller",
+        "pipeline",
+        "train",
         "--log",
         lp.to_str().unwrap(),
         "--out",
@@ -622,7 +630,8 @@ fn cli_trains_writes_the_file_and_prints_one_json_object() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("d.jsonl: line 1: \"depth\": missing"), "{stderr}");
     let (code, _, stderr) = crate::cli::run(&[
-        "train-controller",
+        "pipeline",
+        "train",
         "--log",
         lp.to_str().unwrap(),
         "--out",

@@ -94,7 +94,7 @@ impl Dense {
 /// for i = 0, 1, ...; `reg.weight` `[1, h]`, `reg.bias` `[1]`; `cls.weight` `[1, h]`,
 /// `cls.bias` `[1]`. Optional `input.mean` and `input.std` `[width]` standardise the
 /// features first (`(x - mean) / std`, in f32); a file without them feeds the features
-/// as they are. Optional `__metadata__` (what `ctxprune train-controller` writes, see the
+/// as they are. Optional `__metadata__` (what `ctxprune pipeline train` writes, see the
 /// `controller` module): when it has `format` it must be [`CONTROLLER_FORMAT`], when it
 /// has `features` it must be [`LearnedController::feature_layout`] of the network's
 /// width, when it has `embedding_dim` it must agree, so a file made for another feature

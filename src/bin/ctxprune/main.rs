@@ -18,6 +18,7 @@ mod select;
 #[cfg(feature = "serve")]
 mod serve;
 #[cfg(feature = "embed")]
+#[cfg(feature = "embed")]
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -72,10 +73,6 @@ enum Cmd {
     /// Serve select, rerank, mask and cost over HTTP (JSON), with named resident pools.
     #[cfg(feature = "serve")]
     Serve(Box<serve::ServeArgs>),
-    /// Train the learned controller (App. B.3) on a decisions log and write one
-    /// safetensors file; prints one JSON object.
-    #[cfg(feature = "embed")]
-    TrainController(train::TrainArgs),
 }
 
 #[derive(clap::Args)]
@@ -143,8 +140,6 @@ fn main() -> ExitCode {
         Cmd::Embed(a) => embed::run(a),
         #[cfg(feature = "serve")]
         Cmd::Serve(a) => serve::run(*a),
-        #[cfg(feature = "embed")]
-        Cmd::TrainController(a) => train::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,14 +7,18 @@ use ctxprune::Result;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct PipelineArgs {
+    /// `train`: train the learned controller on logged decisions.
+    #[command(subcommand)]
+    pub cmd: Option<PipelineCmd>,
     /// Per-stage policies (TOML: max_nodes, [pre_retrieval], [post_retrieval],
     /// [pre_synthesis]; see the README).
-    #[arg(long)]
-    pub config: PathBuf,
+    #[arg(long, required = true)]
+    pub config: Option<PathBuf>,
     /// The logged run: JSON lines of type query, subquery and item (see the README).
-    #[arg(long)]
-    pub input: PathBuf,
+    #[arg(long, required = true)]
+    pub input: Option<PathBuf>,
     /// table or json.
     #[arg(long, default_value = "table", value_parser = ["table", "json"])]
     pub format: String,
@@ -25,20 +29,36 @@ pub struct PipelineArgs {
     pub model: Option<PathBuf>,
 }
 
+/// What `ctxprune pipeline` does besides replaying.
+#[derive(clap::Subcommand)]
+pub enum PipelineCmd {
+    /// Train the learned pre-retrieval controller (App. B.3) with AdamW on logged judge
+    /// decisions; writes one safetensors file and prints a JSON summary.
+    #[cfg(feature = "embed")]
+    Train(super::train::TrainArgs),
+}
+
 /// Runs `ctxprune pipeline`.
 pub fn run(a: PipelineArgs) -> Result<()> {
-    let stages = Stages::load(&a.config)?;
+    #[cfg(feature = "embed")]
+    if let Some(PipelineCmd::Train(t)) = a.cmd {
+        return super::train::run(t);
+    }
+    let (Some(config), Some(input)) = (&a.config, &a.input) else {
+        return Err(ctxprune::Error::invalid("--config", "give --config and --input"));
+    };
+    let stages = Stages::load(config)?;
     #[cfg(feature = "embed")]
     let log = match &a.model {
         Some(dir) => {
             let enc = super::embed::load(dir)?;
             let f = |t: &[&str]| super::embed::encode(&enc, t, 32, false);
-            RunLog::load(&a.input, Some(&f))?
+            RunLog::load(input, Some(&f))?
         }
-        None => RunLog::load(&a.input, None)?,
+        None => RunLog::load(input, None)?,
     };
     #[cfg(not(feature = "embed"))]
-    let log = RunLog::load(&a.input, None)?;
+    let log = RunLog::load(input, None)?;
     stages.check_dim(log.dim())?;
     let out = log.replay(stages.pipeline())?;
     let text = if a.format == "json" {

@@ -1,5 +1,5 @@
-//! Training the learned controller (App. B.3) on a decisions log: `ctxprune
-//! train-controller` (to become `ctxprune pipeline train`).
+//! Training the learned controller (App. B.3) on a decisions log: `ctxprune pipeline
+//! train`.
 
 use ctxprune::controller::{load_decisions, train, TrainConfig};
 use ctxprune::Result;
@@ -44,6 +44,10 @@ pub struct TrainArgs {
     /// Keep threshold stored in the file (p_keep >= tau) and used for the accuracy.
     #[arg(long, default_value_t = 0.5)]
     pub tau: f64,
+    /// A sentence-transformers directory that embeds the decisions logged as text
+    /// (query, retained_texts, candidate); its path is stored in the file as the encoder.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
 }
 
 /// Trains, writes `--out`, and prints one JSON object: the split, the best epoch, and
@@ -66,9 +70,21 @@ pub fn run(a: TrainArgs) -> Result<()> {
         tau: a.tau,
         ..TrainConfig::default()
     };
-    // The log's embeddings are used as they are; a text log needs the encoder (--model),
-    // which the pipeline command wires in.
-    let decisions = load_decisions(&a.log, None)?;
+    // The log's embeddings are used as they are; decisions logged as text are embedded by
+    // --model (frozen: the controller's features come from it at inference too).
+    let (decisions, cfg) = match &a.model {
+        Some(dir) => {
+            let enc = super::embed::load(dir)?;
+            let f = |t: &[&str]| super::embed::encode(&enc, t, 32, false);
+            let d = load_decisions(&a.log, Some(&f))?;
+            let cfg = TrainConfig {
+                encoder: dir.display().to_string(),
+                ..cfg
+            };
+            (d, cfg)
+        }
+        None => (load_decisions(&a.log, None)?, cfg),
+    };
     let t = train(&decisions, &cfg)?;
     t.model.save(&a.out)?;
     let r = &t.report;
