@@ -433,6 +433,10 @@ fn bad_logs_are_one_line_errors_naming_the_line_and_field() {
         ("not json", "invalid JSON"),
         ("[1, 2]", "expected a JSON object"),
         (
+            r#"{"run":"r1","depth":1,"order":0,"retained":3,"state_embedding":[0.1,0.2],"candidate_embedding":[0.3,0.4],"keep":true,"utilty":0.7}"#,
+            "\"utilty\": is not a field of a decision",
+        ),
+        (
             r#"{"depth":1,"order":0,"retained":3,"state_embedding":[0.1,0.2],"candidate_embedding":[0.3,0.4],"keep":true}"#,
             "\"run\": missing",
         ),

@@ -514,7 +514,7 @@ fn log_errors_name_the_file_and_the_line() {
         (edit(3, r#"{"type":"item","subquery":"s1","text":"x","tokens":"9","embedding":[1,0,0,0]}"#), "run.jsonl: line 3: \"tokens\" is a string, not a number"),
         (edit(3, r#"{"type":"item","subquery":"s1","text":"x","embedding":[1,0,0,0]}"#), "run.jsonl: line 3: missing \"tokens\""),
         (edit(3, r#"{"type":"item","subquery":"s1","text":"x","tokens":1,"embedding":[0,0,0,0]}"#), "run.jsonl: line 3: embedding is all zeros"),
-        (edit(3, r#"{"type":"item","subquery":"s1","text":"x","tokens":1,"embedding":[1,1e39,0,0]}"#), "run.jsonl: line 3: embedding[1] = 1e39 does not fit in f32"),
+        (edit(3, r#"{"type":"item","subquery":"s1","text":"x","tokens":1,"embedding":[1,1e39,0,0]}"#), "run.jsonl: line 3: \"embedding\" element 1: 1e39 does not fit in f32"),
         (edit(3, r#"{"type":"item","subquery":"s1","text":"x","tokens":1,"embedding":[1,0,0,0],"url":"u"}"#), "run.jsonl: line 3: unknown field \"url\" (\"item\" records have type, subquery, text, tokens, embedding)"),
         (edit(3, r#"{"type":"item","subquery":"s7","text":"x","tokens":1,"embedding":[1,0,0,0]}"#), "run.jsonl: line 3: subquery \"s7\" is not the id of any subquery in this file"),
         (edit(3, r#"{"type":"result","subquery":"s1"}"#), "run.jsonl: line 3: \"type\" is \"result\" (query, subquery or item)"),

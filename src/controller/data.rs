@@ -61,8 +61,9 @@ pub fn load_decisions(path: &Path, encoder: Option<Encoder<'_>>) -> Result<Vec<D
 }
 
 /// Parses a decisions log held in memory; `source` names it in errors, which also name
-/// the line (from 1) and the field. Blank lines are skipped; fields not listed in the
-/// format are ignored. Lines in the text form need `encoder`.
+/// the line (from 1) and the field. Blank lines are skipped; a field not in the format
+/// is an error naming it (a misspelt `"utilty"` must not silently train without
+/// utilities). Lines in the text form need `encoder`.
 pub fn parse_decisions(source: &Path, bytes: &[u8], encoder: Option<Encoder<'_>>) -> Result<Vec<Decision>> {
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     let text = std::str::from_utf8(bytes).map_err(|e| Error::format(source, format!("not UTF-8: {e}")))?;
@@ -106,12 +107,39 @@ fn parse_line(source: &Path, ln: usize, line: &str, encoder: Option<Encoder<'_>>
     };
     let v: Value = serde_json::from_str(line).map_err(|e| at("", format!("invalid JSON: {e}")))?;
     let Value::Object(o) = &v else {
-        return Err(at("", format!("expected a JSON object, got {}", kind(&v))));
+        return Err(at(
+            "",
+            format!("expected a JSON object, got {}", crate::io::json_type(&v)),
+        ));
     };
+    const FIELDS: [&str; 11] = [
+        "run",
+        "depth",
+        "order",
+        "retained",
+        "state_embedding",
+        "candidate_embedding",
+        "keep",
+        "utility",
+        "query",
+        "retained_texts",
+        "candidate",
+    ];
+    if let Some(k) = o.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(at(
+            k,
+            format!("is not a field of a decision ({})", FIELDS.join(", ")),
+        ));
+    }
     let run = match o.get("run") {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         Some(Value::String(_)) => return Err(at("run", "is empty".into())),
-        Some(other) => return Err(at("run", format!("is {}, not a string", kind(other)))),
+        Some(other) => {
+            return Err(at(
+                "run",
+                format!("is {}, not a string", crate::io::json_type(other)),
+            ))
+        }
         None => return Err(at("run", "missing (a string naming the trajectory)".into())),
     };
     let count = |field: &str, required: bool| -> Result<Option<usize>> {
@@ -128,7 +156,12 @@ fn parse_line(source: &Path, ln: usize, line: &str, encoder: Option<Encoder<'_>>
     let (depth, order) = (count("depth", true)?, count("order", true)?);
     let keep = match o.get("keep") {
         Some(Value::Bool(b)) => *b,
-        Some(other) => return Err(at("keep", format!("is {}, not true or false", kind(other)))),
+        Some(other) => {
+            return Err(at(
+                "keep",
+                format!("is {}, not true or false", crate::io::json_type(other)),
+            ))
+        }
         None => return Err(at("keep", "missing (true or false)".into())),
     };
     let utility = match o.get("utility") {
@@ -136,7 +169,7 @@ fn parse_line(source: &Path, ln: usize, line: &str, encoder: Option<Encoder<'_>>
         Some(x) => {
             let u = x
                 .as_f64()
-                .ok_or_else(|| at("utility", format!("is {}, not a number", kind(x))))?;
+                .ok_or_else(|| at("utility", format!("is {}, not a number", crate::io::json_type(x))))?;
             Some(narrow_f32(u).map_err(|m| at("utility", m))?)
         }
     };
@@ -177,7 +210,7 @@ fn parse_line(source: &Path, ln: usize, line: &str, encoder: Option<Encoder<'_>>
             let text = |field: &str| -> Result<&str> {
                 match o.get(field) {
                     Some(Value::String(s)) => Ok(s),
-                    Some(other) => Err(at(field, format!("is {}, not a string", kind(other)))),
+                    Some(other) => Err(at(field, format!("is {}, not a string", crate::io::json_type(other)))),
                     None => Err(at(field, "missing (a string)".into())),
                 }
             };
@@ -189,14 +222,14 @@ fn parse_line(source: &Path, ln: usize, line: &str, encoder: Option<Encoder<'_>>
                     .enumerate()
                     .map(|(i, x)| {
                         x.as_str().ok_or_else(|| {
-                            at("retained_texts", format!("element {i} is {}, not a string", kind(x)))
+                            at("retained_texts", format!("element {i} is {}, not a string", crate::io::json_type(x)))
                         })
                     })
                     .collect::<Result<_>>()?,
                 Some(other) => {
                     return Err(at(
                         "retained_texts",
-                        format!("is {}, not an array of strings", kind(other)),
+                        format!("is {}, not an array of strings", crate::io::json_type(other)),
                     ))
                 }
             };
@@ -252,33 +285,8 @@ fn parse_line(source: &Path, ln: usize, line: &str, encoder: Option<Encoder<'_>>
 
 /// A non-empty array of finite numbers that fit in f32.
 fn vector(v: Option<&Value>, field: &str, at: &dyn Fn(&str, String) -> Error) -> Result<Vec<f32>> {
-    let a = match v {
-        Some(Value::Array(a)) if !a.is_empty() => a,
-        Some(Value::Array(_)) => return Err(at(field, "is empty".into())),
-        Some(other) => return Err(at(field, format!("is {}, not an array of numbers", kind(other)))),
-        None => return Err(at(field, "missing (an array of numbers)".into())),
-    };
-    a.iter()
-        .enumerate()
-        .map(|(i, x)| {
-            let f = x
-                .as_f64()
-                .ok_or_else(|| at(field, format!("element {i} is {}, not a number", kind(x))))?;
-            narrow_f32(f).map_err(|m| at(field, format!("element {i}: {m}")))
-        })
-        .collect()
-}
-
-/// A JSON value's kind, for messages.
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+    let v = v.ok_or_else(|| at(field, "missing (an array of numbers)".into()))?;
+    crate::io::json_f32_array(v).map_err(|m| at(field, m))
 }
 
 /// A train / held-out split of decisions by run.

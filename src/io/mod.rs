@@ -335,8 +335,29 @@ fn safetensors_matrix(path: &Path, bytes: &[u8], name: Option<&str>) -> Result<L
     })
 }
 
+/// A non-empty JSON array of numbers as `f32`, each narrowed by
+/// [`crate::embeddings::narrow_f32`]; the error says what is wrong (the caller names the
+/// field and line): "is empty", "is a string, not an array of numbers", "element 2 is
+/// null, not a number", "element 1: 1e39 does not fit in f32".
+pub fn json_f32_array(v: &serde_json::Value) -> std::result::Result<Vec<f32>, String> {
+    let a = match v {
+        serde_json::Value::Array(a) if !a.is_empty() => a,
+        serde_json::Value::Array(_) => return Err("is empty".into()),
+        other => return Err(format!("is {}, not an array of numbers", json_type(other))),
+    };
+    a.iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let f = x
+                .as_f64()
+                .ok_or_else(|| format!("element {i} is {}, not a number", json_type(x)))?;
+            crate::embeddings::narrow_f32(f).map_err(|m| format!("element {i}: {m}"))
+        })
+        .collect()
+}
+
 /// A JSON value's type in words, for errors.
-fn json_type(v: &serde_json::Value) -> &'static str {
+pub fn json_type(v: &serde_json::Value) -> &'static str {
     match v {
         serde_json::Value::Null => "null",
         serde_json::Value::Bool(_) => "a boolean",

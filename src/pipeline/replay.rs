@@ -61,8 +61,9 @@
 //! ```
 
 use super::{run, Item, Node, Pipeline, Query, Report, Research};
-use crate::embeddings::{narrow_f32, Embeddings};
+use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
+use crate::io::json_type;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -169,18 +170,6 @@ pub struct Replayed {
     pub trace: Trace,
 }
 
-/// The JSON type of `v`, for errors.
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// One record's fields, with errors that name the file, the line and the field.
 struct Fields<'a> {
     obj: &'a Map<String, Value>,
@@ -230,30 +219,10 @@ impl Fields<'_> {
     /// The embedding if the record has one: non-empty, every value finite and an `f32`,
     /// not all zeros.
     fn embedding(&self) -> Result<Option<Vec<f32>>> {
-        let a = match self.obj.get("embedding") {
-            None => return Ok(None),
-            Some(Value::Array(a)) => a,
-            Some(v) => {
-                return Err(self.err(format!(
-                    "\"embedding\" is {}, not an array of numbers",
-                    json_type(v)
-                )))
-            }
+        let Some(v) = self.obj.get("embedding") else {
+            return Ok(None);
         };
-        if a.is_empty() {
-            return Err(self.err("\"embedding\" is empty"));
-        }
-        let mut out = Vec::with_capacity(a.len());
-        for (j, x) in a.iter().enumerate() {
-            let f = x
-                .as_f64()
-                .ok_or_else(|| self.err(format!("embedding[{j}] is {}, not a number", json_type(x))))?;
-            let v = narrow_f32(f).map_err(|m| self.err(format!("embedding[{j}] = {m}")))?;
-            if !v.is_finite() {
-                return Err(self.err(format!("embedding[{j}] = {f:e} is not finite")));
-            }
-            out.push(v);
-        }
+        let out = crate::io::json_f32_array(v).map_err(|m| self.err(format!("\"embedding\" {m}")))?;
         check_nonzero(&out).map_err(|m| self.err(m))?;
         Ok(Some(out))
     }

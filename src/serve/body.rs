@@ -11,17 +11,6 @@ pub struct Fields {
     map: Map<String, Value>,
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 impl Fields {
     /// The body's fields; the body must be one JSON object.
     pub fn parse(body: &[u8]) -> Result<Fields> {
@@ -31,7 +20,7 @@ impl Fields {
             Value::Object(map) => Ok(Fields { map }),
             other => Err(Error::invalid(
                 "body",
-                format!("must be a JSON object, got {}", kind(&other)),
+                format!("must be a JSON object, got {}", crate::io::json_type(&other)),
             )),
         }
     }
@@ -178,9 +167,9 @@ impl Fields {
 fn short(v: &Value) -> String {
     let s = v.to_string();
     if s.len() <= 40 {
-        format!("{} ({s})", kind(v))
+        format!("{} ({s})", crate::io::json_type(v))
     } else {
-        kind(v).to_string()
+        crate::io::json_type(v).to_string()
     }
 }
 
