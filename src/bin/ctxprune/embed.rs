@@ -81,9 +81,20 @@ pub fn run(a: EmbedArgs) -> Result<()> {
     let (texts, _) = match &a.input {
         Some(p) => io::load_texts(p)?,
         None => {
+            // At most 1 GiB, as `mask` reads stdin: an endless stream is refused, not held.
+            const MAX: u64 = 1 << 30;
             let mut buf = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut buf)
-                .map_err(|e| Error::io("<stdin>", e))?;
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(std::io::stdin().lock(), MAX + 1),
+                &mut buf,
+            )
+            .map_err(|e| Error::io("<stdin>", e))?;
+            if buf.len() as u64 > MAX {
+                return Err(Error::format(
+                    "<stdin>",
+                    format!("more than {MAX} bytes of texts"),
+                ));
+            }
             io::parse_texts(Path::new("<stdin>"), &buf)?
         }
     };
