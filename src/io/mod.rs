@@ -134,7 +134,8 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// `bytes` as UTF-8 text without a leading byte order mark.
-fn utf8<'b>(path: &Path, bytes: &'b [u8]) -> Result<&'b str> {
+/// `bytes` as UTF-8 text after an optional byte order mark; an error names `path`.
+pub(crate) fn utf8<'b>(path: &Path, bytes: &'b [u8]) -> Result<&'b str> {
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     std::str::from_utf8(bytes).map_err(|e| Error::format(path, format!("not UTF-8: {e}")))
 }

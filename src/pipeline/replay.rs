@@ -248,12 +248,7 @@ impl RunLog {
     /// that have no `embedding`.
     pub fn load(path: &Path, encoder: Option<Encoder<'_>>) -> Result<RunLog> {
         let bytes = crate::io::read_file(path)?;
-        let text = std::str::from_utf8(&bytes).map_err(|e| {
-            Error::format(
-                path,
-                format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to()),
-            )
-        })?;
+        let text = crate::io::utf8(path, &bytes)?;
         Self::parse(text, path, encoder)
     }
 

@@ -175,12 +175,7 @@ impl Stages {
     /// Reads and checks a stages file (format in the module docs).
     pub fn load(path: &Path) -> Result<Stages> {
         let bytes = crate::io::read_file(path)?;
-        let text = std::str::from_utf8(&bytes).map_err(|e| {
-            Error::format(
-                path,
-                format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to()),
-            )
-        })?;
+        let text = crate::io::utf8(path, &bytes)?;
         Self::parse(text, path)
     }
 
