@@ -26,6 +26,7 @@ mod pipeline;
 mod pipeline_replay;
 mod properties;
 mod rerank;
+mod rerank_beyond;
 mod scorers;
 #[cfg(feature = "serve")]
 mod serve;

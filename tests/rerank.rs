@@ -13,19 +13,19 @@ use ctxprune::{Engine, Pool};
 
 /// A seeded pool on the CPU engine with its query, vMF kernel (median heuristic) and
 /// oracle scores.
-struct P {
+pub(crate) struct P {
     pool: Pool,
     q: Vec<f32>,
     kernel: Kernel,
 }
 
 impl P {
-    fn rows(&self) -> PoolKernel<'_> {
+    pub(crate) fn rows(&self) -> PoolKernel<'_> {
         kernel_rows(&self.pool, &self.q, self.kernel).unwrap()
     }
 }
 
-fn pool(n: usize, d: usize, seed: u64) -> (P, Vec<f64>) {
+pub(crate) fn pool(n: usize, d: usize, seed: u64) -> (P, Vec<f64>) {
     let (e, q, _) = crate::problem(n, d, seed);
     let kernel = Kernel::with_median_heuristic(KernelKind::Vmf, &e).unwrap();
     let pool = Pool::new(&Engine::cpu(), e).unwrap();
@@ -35,12 +35,12 @@ fn pool(n: usize, d: usize, seed: u64) -> (P, Vec<f64>) {
 }
 
 /// The boundary rule on inputs of matching lengths.
-fn bp(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Option<usize> {
+pub(crate) fn bp(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Option<usize> {
     boundary_pick(mean, var, y, k).unwrap()
 }
 
 /// `cfg` on the pool with its kernel.
-fn rerank(cfg: &RerankConfig, p: &P, o: &mut dyn Oracle) -> ctxprune::Result<Reranked> {
+pub(crate) fn rerank(cfg: &RerankConfig, p: &P, o: &mut dyn Oracle) -> ctxprune::Result<Reranked> {
     let mut cfg = cfg.clone();
     cfg.kernel = KernelChoice::Fixed(p.kernel);
     ctxprune::rerank::rerank(&cfg, &p.pool, &p.q, o)
@@ -48,7 +48,7 @@ fn rerank(cfg: &RerankConfig, p: &P, o: &mut dyn Oracle) -> ctxprune::Result<Rer
 
 /// The posterior from scratch: dense solve of (K_AA + jitter I) against the standardised
 /// residuals and against every k_i (SPEC §3 formulas, no incremental state).
-fn full_refit(
+pub(crate) fn full_refit(
     k: &PoolKernel<'_>,
     mu0: &[f64],
     obs: &[(Option<usize>, f64)],

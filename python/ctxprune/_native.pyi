@@ -102,6 +102,12 @@ class Reranked:
     def notes(self) -> list[str]: ...
     @property
     def backend(self) -> str: ...
+    @property
+    def oracle_rounds(self) -> int: ...
+    @property
+    def prior_alpha(self) -> Optional[float]: ...
+    @property
+    def tokens(self) -> Optional[int]: ...
     def __len__(self) -> int: ...
 
 class Reranker:
@@ -118,6 +124,10 @@ class Reranker:
         acquisition: Optional[str] = None,
         beta0: Optional[float] = None,
         graph_degree: Optional[int] = None,
+        seed_div: Optional[float] = None,
+        frac: Optional[float] = None,
+        batch: Optional[int] = None,
+        token_capacity: Optional[int] = None,
     ) -> None: ...
     def rerank(
         self,
@@ -130,6 +140,7 @@ class Reranker:
         api: Optional[str] = None,
         timeout: Optional[float] = None,
         retries: Optional[int] = None,
+        tokens: Optional[Sequence[int]] = None,
     ) -> Reranked: ...
     @property
     def method(self) -> str: ...

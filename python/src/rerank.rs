@@ -78,7 +78,8 @@ pub struct Reranker {
 impl Reranker {
     #[new]
     #[pyo3(signature = (engine, budget, capacity, method = "boundary-morph", *, kernel = None, kappa = None,
-        prior = None, acquisition = None, beta0 = None, graph_degree = None))]
+        prior = None, acquisition = None, beta0 = None, graph_degree = None, seed_div = None, frac = None,
+        batch = None, token_capacity = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -92,6 +93,10 @@ impl Reranker {
         acquisition: Option<&str>,
         beta0: Option<f64>,
         graph_degree: Option<usize>,
+        seed_div: Option<f64>,
+        frac: Option<f64>,
+        batch: Option<usize>,
+        token_capacity: Option<u64>,
     ) -> PyResult<Self> {
         let opts = RerankOptions {
             kernel,
@@ -100,6 +105,10 @@ impl Reranker {
             acquisition,
             beta0,
             graph_degree,
+            seed_div,
+            frac,
+            batch,
+            token_capacity,
             ..RerankOptions::new(method, budget, capacity)
         };
         let cfg = opts.config().py(py)?;
@@ -109,7 +118,8 @@ impl Reranker {
 
     /// Reranks `pool` for `query` with `oracle`: a callable, or the URL of a TEI or
     /// Cohere-style rerank server (then `texts` and `query_text` are required).
-    #[pyo3(signature = (pool, query, oracle, *, texts = None, query_text = None, api = None, timeout = None, retries = None))]
+    /// With a token capacity, `tokens` gives each pool row's token count.
+    #[pyo3(signature = (pool, query, oracle, *, texts = None, query_text = None, api = None, timeout = None, retries = None, tokens = None))]
     #[allow(clippy::too_many_arguments)]
     fn rerank(
         &self,
@@ -122,8 +132,14 @@ impl Reranker {
         api: Option<&str>,
         timeout: Option<f64>,
         retries: Option<u32>,
+        tokens: Option<Vec<f64>>,
     ) -> PyResult<Reranked> {
         let query = arrays::vector(py, query, "query")?;
+        let tokens = match tokens {
+            Some(t) => Some(ctxprune::rerank::options::token_counts(&t, "tokens").py(py)?),
+            None => None,
+        };
+        let tokens = tokens.as_deref();
         let budget = self.inner.config().budget.min(pool.inner.len());
         if let Ok(url) = oracle.extract::<String>() {
             let texts = texts.ok_or_else(|| invalid(py, "texts", "a URL oracle needs the pool's texts"))?;
@@ -142,7 +158,7 @@ impl Reranker {
             }
             let mut http = HttpOracle::new(cfg, &qt, texts, budget).py(py)?;
             let r = py
-                .detach(|| self.inner.rerank(&pool.inner, &query, &mut http))
+                .detach(|| self.inner.rerank_tokens(&pool.inner, &query, tokens, &mut http))
                 .py(py)?;
             return Ok(Reranked { r });
         }
@@ -168,7 +184,7 @@ impl Reranker {
             f: oracle.clone().unbind(),
             raised: None,
         };
-        let r = py.detach(|| self.inner.rerank(&pool.inner, &query, &mut call));
+        let r = py.detach(|| self.inner.rerank_tokens(&pool.inner, &query, tokens, &mut call));
         if let Some(e) = call.raised.take() {
             return Err(e);
         }
@@ -222,10 +238,28 @@ impl Reranked {
         PyArray1::from_vec(py, self.r.scores.clone())
     }
 
-    /// Oracle calls made.
+    /// Documents scored by the oracle.
     #[getter]
     fn oracle_calls(&self) -> usize {
         self.r.scored.len()
+    }
+
+    /// Oracle requests made (with `batch = q`, about `oracle_calls / q`).
+    #[getter]
+    fn oracle_rounds(&self) -> usize {
+        self.r.rounds
+    }
+
+    /// The adaptive prior's final scale (None for the other priors).
+    #[getter]
+    fn prior_alpha(&self) -> Option<f64> {
+        self.r.alpha
+    }
+
+    /// Tokens of the selected set (None without a token capacity).
+    #[getter]
+    fn tokens(&self) -> Option<u64> {
+        self.r.tokens
     }
 
     /// vMF's concentration when the GP used vMF, else None.

@@ -25,6 +25,12 @@ pub trait KernelRows: Sync {
     fn row(&self, j: usize, out: &mut [f64]);
     /// `out[i] = K(query, i)`.
     fn query_row(&self, out: &mut [f64]);
+    /// `K(i, j)`; by default read from row `i`.
+    fn get(&self, i: usize, j: usize) -> f64 {
+        let mut row = vec![0.0; self.len()];
+        self.row(i, &mut row);
+        row[j]
+    }
 }
 
 /// A pool's kernel, read on demand: `K(i, j) = kernel(cos(i, j))` with
@@ -110,11 +116,39 @@ impl KernelRows for PoolKernel<'_> {
             .zip(&self.qrow)
             .for_each(|(o, &v)| *o = f64::from(v));
     }
+    fn get(&self, i: usize, j: usize) -> f64 {
+        PoolKernel::get(self, i, j)
+    }
+}
+
+/// What an appended row of `V` adds into the running sums: `a += r x`, `b += one x`,
+/// `c += prior x` (the row's entries of `L^{-1}` times the residuals, the ones and the
+/// prior means).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowWeights {
+    /// Weight into `a` (the residuals `y - mu0`).
+    pub r: f64,
+    /// Weight into `b` (the ones).
+    pub one: f64,
+    /// Weight into `c` (the prior means).
+    pub prior: f64,
+}
+
+/// How the posterior is read from the sums: the standardisation's mean `m` and scale `s`,
+/// and `delta = 1 - alpha`, the share of the prior mean faded out (0: the prior as given).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Readout {
+    /// Mean of the observed residuals.
+    pub m: f64,
+    /// Their scale (population std, or 1).
+    pub s: f64,
+    /// `1 - alpha` for a prior `alpha mu0`.
+    pub delta: f64,
 }
 
 /// The pool-sized state of the incremental GP posterior (rerank/gp.rs; SPEC §3):
 /// `V = L^{-1} K(A, pool)` row by row and the running sums `colsq = sum_s V[s]²`,
-/// `a = V^T u_r`, `b = V^T u_1`.
+/// `a = V^T u_r`, `b = V^T u_1`, `c = V^T u_p`.
 pub trait GpStore {
     /// Pool size `N`.
     fn len(&self) -> usize;
@@ -129,19 +163,43 @@ pub trait GpStore {
     /// Column `j` of `V` (one value per row): `l = L^{-1} k_A(j)` for pool item `j`.
     fn column(&mut self, j: usize) -> Result<Vec<f64>>;
     /// Appends the row of observation `obs` (a pool item; `None`: the query):
-    /// `(K(obs, pool) - l^T V) / lnn`, and adds it into the sums with weights `urn`, `u1n`.
-    fn append(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, urn: f64, u1n: f64) -> Result<()>;
-    /// The posterior in oracle units (standardisation mean `m`, scale `s`):
-    /// `mean = (mu0 + m) + (a - m b)`, `var = s² max(1 - colsq, 0)`.
-    fn posterior(&mut self, m: f64, s: f64, mean: &mut [f64], var: &mut [f64]) -> Result<()>;
+    /// `(K(obs, pool) - l^T V) / lnn`, and adds it into the sums with weights `w`.
+    fn append(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, w: RowWeights) -> Result<()>;
+    /// `a += sum_s w[s] V[from + s]` (residuals of those rows changed by `w`), in `s` order.
+    fn reweight(&mut self, from: usize, w: &[f64]) -> Result<()>;
+    /// The posterior in oracle units:
+    /// `mean = ((mu0 + m) + (a - m b)) + delta (c - mu0)`, `var = s² max(1 - colsq, 0)`.
+    fn posterior(&mut self, at: Readout, mean: &mut [f64], var: &mut [f64]) -> Result<()>;
     /// GP-UCB's pick: the unscored item (`scored[i]` false) with the largest
     /// `mean + sqrt(beta) sqrt(var)`, ties to the lower index.
-    fn ucb_pick(&mut self, m: f64, s: f64, scored: &[bool], beta: f64) -> Result<Option<usize>> {
+    fn ucb_pick(&mut self, at: Readout, scored: &[bool], beta: f64) -> Result<Option<usize>> {
         let n = self.len();
         let (mut mean, mut var) = (vec![0.0; n], vec![0.0; n]);
-        self.posterior(m, s, &mut mean, &mut var)?;
+        self.posterior(at, &mut mean, &mut var)?;
         Ok(ucb_argmax(&mean, &var, scored, beta))
     }
+}
+
+/// Checks [`GpStore::reweight`]'s rows: `from + count` within the `t` rows.
+pub(crate) fn check_rows(from: usize, count: usize, t: usize) -> Result<()> {
+    if from.checked_add(count).is_some_and(|e| e <= t) {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "GP reweight",
+            format!("rows {from}..{from}+{count} outside the {t} rows"),
+        ))
+    }
+}
+
+/// One posterior entry as every store computes it (the device's kernel does the same).
+#[inline]
+#[must_use]
+pub fn posterior_mean(mu0: f64, a: f64, b: f64, c: f64, at: Readout) -> f64 {
+    // Grouped so structurally equal means stay bit-equal (zero prior, query only: a == b
+    // and m == 1, so every mean is exactly 1 and ties go to MIPS order), and delta = 0
+    // leaves the paper's prior's mean bit for bit.
+    ((mu0 + at.m) + (a - at.m * b)) + at.delta * (c - mu0)
 }
 
 /// `argmax mean + sqrt(beta) sqrt(var)` over unscored items, ties to the lower index.

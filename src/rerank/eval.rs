@@ -2,12 +2,21 @@
 //! a runner that scores every method per budget and capacity.
 //!
 //! Each problem: `N` documents in `d` dimensions around 24 topic centres; a diffuse query
-//! between two topics; true relevance with three modes — the query's two topics and one
-//! topic far from the query (`rel(x) = max_m w_m exp(6 (cos(x, p_m) - 1))`); graded
-//! labels 0–3 from it; an oracle `clamp(rel + N(0, 0.05²), 0, 1)`; and an imperfect MIPS
-//! order (`cos(x, q) + N(0, 0.05²)`), which is the pool's row order.
+//! between two topics; true relevance with three modes (`rel(x) = max_m w_m exp(6 (cos(x,
+//! p_m) - 1))`); graded labels 0–3 from it; an oracle `clamp(rel + N(0, 0.05²), 0, 1)`;
+//! and an imperfect MIPS order (`cos(x, q) + N(0, 0.05²)`), which is the pool's row order.
+//! Each document also has a token count, `round(exp(N(ln 300, 0.6²)))` clamped to
+//! `[20, 2000]`, drawn from a second stream (seed `seed ^ 0x7e57`), so the problems are the
+//! same with or without them.
+//!
+//! Two modes ([`Mode`]):
+//! - diffuse: the modes are the query's two topics (weights 1.0 and 0.8) and the topic
+//!   farthest from the query (0.9);
+//! - trap: the relevant mass sits far from the MIPS top: the query's two topics weigh 0.3
+//!   and 0.25, and the two topics farthest from the query 1.0 and 0.9. A MIPS prior holds
+//!   the search where the oracle says little is.
 
-use super::metrics::ncg;
+use super::metrics::{ncg, ncg_tokens};
 use super::{Acquisition, KernelChoice, Method, Precomputed, Prior, RerankConfig, Reranker};
 use crate::backend::Engine;
 use crate::embeddings::Embeddings;
@@ -15,6 +24,40 @@ use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::rng::Rng;
 use crate::similarity::{Kernel, KernelKind};
+
+/// Where a generated problem's relevance sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The query's two topics and one far topic.
+    Diffuse,
+    /// Mostly far from the query: the MIPS top is a trap.
+    Trap,
+}
+
+impl Mode {
+    /// The CLI name.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Diffuse => "diffuse",
+            Mode::Trap => "trap",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "diffuse" => Ok(Mode::Diffuse),
+            "trap" => Ok(Mode::Trap),
+            _ => Err(Error::invalid(
+                "modes",
+                format!("unknown mode '{s}' (diffuse, trap)"),
+            )),
+        }
+    }
+}
 
 /// One generated problem.
 pub struct Problem {
@@ -28,6 +71,8 @@ pub struct Problem {
     pub oracle: Vec<f64>,
     /// Graded labels 0–3, in pool order.
     pub labels: Vec<f64>,
+    /// Token counts, in pool order.
+    pub tokens: Vec<u64>,
 }
 
 fn unit(v: Vec<f64>) -> Vec<f64> {
@@ -39,8 +84,13 @@ fn cos(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// A seeded problem of `n` documents in `d` dimensions.
+/// A seeded diffuse problem of `n` documents in `d` dimensions.
 pub fn generate(n: usize, d: usize, seed: u64) -> Result<Problem> {
+    generate_mode(n, d, seed, Mode::Diffuse)
+}
+
+/// A seeded problem of `n` documents in `d` dimensions in `mode`.
+pub fn generate_mode(n: usize, d: usize, seed: u64, mode: Mode) -> Result<Problem> {
     let mut rng = Rng::new(seed);
     let topics = 24;
     let g = |rng: &mut Rng| unit((0..d).map(|_| rng.normal()).collect());
@@ -57,7 +107,19 @@ pub fn generate(n: usize, d: usize, seed: u64) -> Result<Problem> {
             b
         }
     });
-    let peaks = [(0usize, 1.0), (1, 0.8), (far, 0.9)];
+    let far2 = (2..topics)
+        .filter(|&t| t != far)
+        .fold(if far == 2 { 3 } else { 2 }, |b, t| {
+            if cos(&centres[t], &q) < cos(&centres[b], &q) {
+                t
+            } else {
+                b
+            }
+        });
+    let peaks: Vec<(usize, f64)> = match mode {
+        Mode::Diffuse => vec![(0, 1.0), (1, 0.8), (far, 0.9)],
+        Mode::Trap => vec![(0, 0.3), (1, 0.25), (far, 1.0), (far2, 0.9)],
+    };
     let mut docs = Vec::with_capacity(n);
     for _ in 0..n {
         let t = rng.below(topics);
@@ -101,12 +163,17 @@ pub fn generate(n: usize, d: usize, seed: u64) -> Result<Problem> {
             _ => 0.0,
         })
         .collect();
+    let mut trng = Rng::new(seed ^ 0x7e57);
+    let tokens = (0..n)
+        .map(|_| ((300f64.ln() + 0.6 * trng.normal()).exp().round()).clamp(20.0, 2000.0) as u64)
+        .collect();
     Ok(Problem {
         pool,
         query,
         kernel,
         oracle,
         labels,
+        tokens,
     })
 }
 
@@ -119,6 +186,7 @@ pub struct Variant {
     prior: Prior,
     acquisition: Acquisition,
     beta0: f64,
+    batch: usize,
 }
 
 /// BAGEL's `beta0` sweep (SPEC §3); the table keeps the best per cell.
@@ -133,6 +201,7 @@ pub fn variants() -> Vec<Variant> {
         prior,
         acquisition,
         beta0,
+        batch: 1,
     };
     let mut out = vec![
         v(
@@ -143,6 +212,13 @@ pub fn variants() -> Vec<Variant> {
             1.0,
         ),
         v("rgs", Method::Rgs, Prior::Mips, Acquisition::Boundary, 1.0),
+        v(
+            "rgs-simple",
+            Method::RgsSimple,
+            Prior::Mips,
+            Acquisition::Boundary,
+            1.0,
+        ),
     ];
     for (i, &b) in BAGEL_BETAS.iter().enumerate() {
         let name = ["bagel(b0=0)", "bagel(b0=0.5)", "bagel(b0=1)", "bagel(b0=2)"][i];
@@ -169,12 +245,32 @@ pub fn variants() -> Vec<Variant> {
         Acquisition::Ucb,
         1.0,
     ));
+    out.push(v(
+        "bm(prior=adaptive)",
+        Method::BoundaryMorph,
+        Prior::Adaptive,
+        Acquisition::Boundary,
+        1.0,
+    ));
+    for (q, name) in [(4, "bm(q=4)"), (8, "bm(q=8)"), (16, "bm(q=16)")] {
+        let mut b = v(
+            name,
+            Method::BoundaryMorph,
+            Prior::Mips,
+            Acquisition::Boundary,
+            1.0,
+        );
+        b.batch = q;
+        out.push(b);
+    }
     out
 }
 
 /// Mean quality of one method in one cell.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cell {
+    /// The problems' mode.
+    pub mode: Mode,
     /// Method name.
     pub method: String,
     /// Oracle budget.
@@ -185,6 +281,40 @@ pub struct Cell {
     pub ce_ncg: f64,
     /// Mean nCG@k against the graded labels.
     pub ncg: f64,
+    /// Per problem, CE-nCG@k (for paired comparisons).
+    pub per_problem: Vec<f64>,
+    /// Mean oracle calls (requests) per run.
+    pub rounds: f64,
+}
+
+/// What [`run_spec`] runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    /// Problems per mode.
+    pub problems: usize,
+    /// Seed of the first problem.
+    pub seed: u64,
+    /// Documents per problem.
+    pub n: usize,
+    /// Oracle budgets.
+    pub budgets: Vec<usize>,
+    /// Capacities `k`.
+    pub capacities: Vec<usize>,
+    /// The modes, each with its own problems (the same seeds).
+    pub modes: Vec<Mode>,
+    /// A token capacity for every run: the metrics are then token-normalised
+    /// ([`ncg_tokens`]).
+    pub token_capacity: Option<u64>,
+}
+
+/// The outcome of [`run_spec`]: the cells, and per mode each problem's multimodal mass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// Every (mode, budget, capacity, method) cell.
+    pub cells: Vec<Cell>,
+    /// Per mode (in [`Spec::modes`] order), the problems' multimodal mass
+    /// ([`super::peaks`], App. E.1's settings).
+    pub multimodal_mass: Vec<Vec<f64>>,
 }
 
 /// The seeds of `problems` problems from `seed` on: `seed..=seed + problems - 1`, checked
@@ -259,8 +389,8 @@ pub struct Step {
     pub runs: usize,
 }
 
-/// Runs every variant on `problems` seeded problems of `n` documents; `progress` is told
-/// after each problem. As [`run_steps`].
+/// Runs every variant on `problems` seeded diffuse problems of `n` documents; `progress`
+/// is told after each problem. As [`run_steps`].
 pub fn run(
     problems: usize,
     seed: u64,
@@ -276,9 +406,9 @@ pub fn run(
     })
 }
 
-/// Runs every variant on `problems` seeded problems of `n` documents (seeds `seed`,
-/// `seed + 1`, ...), after [`check`]ing the arguments; `progress` is told after each method
-/// run (a run with budget B costs O(B² N): at B in the thousands one takes seconds).
+/// Runs every variant on `problems` seeded diffuse problems of `n` documents (seeds
+/// `seed`, `seed + 1`, ...), after [`check`]ing the arguments; `progress` is told after
+/// each method run. As [`run_spec`].
 pub fn run_steps(
     problems: usize,
     seed: u64,
@@ -287,60 +417,162 @@ pub fn run_steps(
     capacities: &[usize],
     progress: &mut dyn FnMut(&Step),
 ) -> Result<Vec<Cell>> {
+    let spec = Spec {
+        problems,
+        seed,
+        n,
+        budgets: budgets.to_vec(),
+        capacities: capacities.to_vec(),
+        modes: vec![Mode::Diffuse],
+        token_capacity: None,
+    };
+    Ok(run_spec(&spec, false, progress)?.cells)
+}
+
+/// Runs every variant on the problems of `spec` (per mode, seeds `seed`, `seed + 1`, ...;
+/// a run with budget B costs O(B² N): at B in the thousands one takes seconds), after
+/// [`check`]ing the arguments; with `peaks`, also each problem's multimodal mass.
+/// `progress` is told after each method run.
+pub fn run_spec(spec: &Spec, peaks: bool, progress: &mut dyn FnMut(&Step)) -> Result<Outcome> {
+    let Spec {
+        problems,
+        seed,
+        n,
+        ref budgets,
+        ref capacities,
+        ref modes,
+        token_capacity,
+    } = *spec;
     check(problems, seed, n, budgets, capacities)?;
+    if modes.is_empty() {
+        return Err(Error::invalid("modes", "is empty"));
+    }
+    if token_capacity == Some(0) {
+        return Err(Error::invalid("token-capacity", "must be at least 1"));
+    }
     let vs = variants();
-    let cells = vs
+    let per_mode = vs
         .len()
         .checked_mul(budgets.len())
         .and_then(|c| c.checked_mul(capacities.len()))
         .ok_or_else(|| Error::invalid("budgets", "too many budgets × capacities"))?;
-    let mut sums = vec![(0.0, 0.0); cells];
-    for (p, s) in seeds(seed, problems)?.enumerate() {
-        let prob = generate(n, 64, s)?;
+    let mut cells = Vec::new();
+    let mut masses = Vec::new();
+    for &mode in modes {
+        let mut per = vec![Vec::with_capacity(problems); per_mode];
+        let mut sums = vec![(0.0, 0.0, 0.0); per_mode];
+        let mut mm = Vec::new();
+        for (p, s) in seeds(seed, problems)?.enumerate() {
+            let prob = generate_mode(n, 64, s, mode)?;
+            if peaks {
+                let l = super::peaks::landscape(&prob.pool, &prob.oracle, Default::default())?;
+                mm.push(l.multimodal_mass);
+            }
+            let mut slot = 0;
+            for &b in budgets {
+                for &k in capacities {
+                    for v in &vs {
+                        let mut cfg = RerankConfig::new(v.method, b, k);
+                        cfg.prior = v.prior;
+                        cfg.acquisition = v.acquisition;
+                        cfg.beta0 = v.beta0;
+                        cfg.batch = v.batch;
+                        cfg.token_capacity = token_capacity;
+                        cfg.kernel = KernelChoice::Fixed(prob.kernel);
+                        let mut o = Precomputed::new(prob.oracle.clone(), b)?;
+                        let tokens = token_capacity.map(|_| &prob.tokens[..]);
+                        let r = Reranker::new(prob.pool.engine(), cfg)?.rerank_tokens(
+                            &prob.pool,
+                            &prob.query,
+                            tokens,
+                            &mut o,
+                        )?;
+                        let (ce, g) = match token_capacity {
+                            None => (ncg(&r.selected, &prob.oracle), ncg(&r.selected, &prob.labels)),
+                            Some(t) => (
+                                ncg_tokens(&r.selected, &prob.oracle, &prob.tokens, t),
+                                ncg_tokens(&r.selected, &prob.labels, &prob.tokens, t),
+                            ),
+                        };
+                        sums[slot].0 += ce;
+                        sums[slot].1 += g;
+                        sums[slot].2 += r.rounds as f64;
+                        per[slot].push(ce);
+                        slot += 1;
+                        progress(&Step {
+                            problem: p + 1,
+                            problems,
+                            method: v.name,
+                            budget: b,
+                            capacity: k,
+                            run: slot,
+                            runs: per_mode,
+                        });
+                    }
+                }
+            }
+        }
         let mut slot = 0;
         for &b in budgets {
             for &k in capacities {
                 for v in &vs {
-                    let mut cfg = RerankConfig::new(v.method, b, k);
-                    cfg.prior = v.prior;
-                    cfg.acquisition = v.acquisition;
-                    cfg.beta0 = v.beta0;
-                    cfg.kernel = KernelChoice::Fixed(prob.kernel);
-                    let mut o = Precomputed::new(prob.oracle.clone(), b)?;
-                    let r =
-                        Reranker::new(prob.pool.engine(), cfg)?.rerank(&prob.pool, &prob.query, &mut o)?;
-                    sums[slot].0 += ncg(&r.selected, &prob.oracle);
-                    sums[slot].1 += ncg(&r.selected, &prob.labels);
-                    slot += 1;
-                    progress(&Step {
-                        problem: p + 1,
-                        problems,
-                        method: v.name,
+                    let (c, g, r) = sums[slot];
+                    cells.push(Cell {
+                        mode,
+                        method: v.name.to_string(),
                         budget: b,
                         capacity: k,
-                        run: slot,
-                        runs: cells,
+                        ce_ncg: c / problems as f64,
+                        ncg: g / problems as f64,
+                        per_problem: std::mem::take(&mut per[slot]),
+                        rounds: r / problems as f64,
                     });
+                    slot += 1;
                 }
             }
         }
+        masses.push(mm);
     }
-    let mut out = Vec::new();
-    let mut slot = 0;
-    for &b in budgets {
-        for &k in capacities {
-            for v in &vs {
-                let (c, g) = sums[slot];
-                out.push(Cell {
-                    method: v.name.to_string(),
-                    budget: b,
-                    capacity: k,
-                    ce_ncg: c / problems as f64,
-                    ncg: g / problems as f64,
-                });
-                slot += 1;
+    Ok(Outcome {
+        cells,
+        multimodal_mass: masses,
+    })
+}
+
+/// Spearman's rank correlation of `x` and `y` (average ranks for ties); `None` for fewer
+/// than 3 pairs or a constant side.
+#[must_use]
+pub fn spearman(x: &[f64], y: &[f64]) -> Option<f64> {
+    if x.len() != y.len() || x.len() < 3 {
+        return None;
+    }
+    let ranks = |v: &[f64]| -> Vec<f64> {
+        let mut o: Vec<usize> = (0..v.len()).collect();
+        o.sort_by(|&a, &b| v[a].total_cmp(&v[b]).then(a.cmp(&b)));
+        let mut r = vec![0.0; v.len()];
+        let mut i = 0;
+        while i < o.len() {
+            let mut j = i;
+            while j + 1 < o.len() && v[o[j + 1]] == v[o[i]] {
+                j += 1;
             }
+            let avg = (i + j) as f64 / 2.0 + 1.0;
+            for &t in &o[i..=j] {
+                r[t] = avg;
+            }
+            i = j + 1;
         }
+        r
+    };
+    let (rx, ry) = (ranks(x), ranks(y));
+    let n = x.len() as f64;
+    let (mx, my) = (rx.iter().sum::<f64>() / n, ry.iter().sum::<f64>() / n);
+    let cov: f64 = rx.iter().zip(&ry).map(|(a, b)| (a - mx) * (b - my)).sum();
+    let vx: f64 = rx.iter().map(|a| (a - mx).powi(2)).sum();
+    let vy: f64 = ry.iter().map(|b| (b - my).powi(2)).sum();
+    if vx <= 0.0 || vy <= 0.0 {
+        None
+    } else {
+        Some(cov / (vx * vy).sqrt())
     }
-    Ok(out)
 }

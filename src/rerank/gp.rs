@@ -10,12 +10,25 @@
 //! one observation costs O(t N) (the new row of `V`); `B` calls cost O(B² N), not the
 //! paper's O(B³ N).
 //!
+//! Beyond the paper (SPEC §3):
+//! - [`Gp::observe_batch`] appends `q` observations as one rank-`q` block: the Schur
+//!   complement of the new block is factored on the host, and its rows extend `V`;
+//! - [`Gp::revise`] replaces the scores of earlier observations (a batch's fantasised
+//!   scores by the oracle's): `L` and `V` do not depend on scores, so only `L^{-1} r` from
+//!   the first revised position on changes, and `a` takes that change as one rank-`q`
+//!   update;
+//! - [`Gp::set_adaptive`] fits the prior's scale `alpha` in `alpha mu0` to the observations
+//!   by generalised least squares (with the offset the standardisation absorbs, and a ridge
+//!   `lambda (alpha - 1)²` toward the paper's prior), clamped to `[0, 1]`: a prior the
+//!   oracle contradicts fades to zero. `u_p = L^{-1} mu0_A` and `c = V^T u_p` make the fit
+//!   and the read-out O(t) and O(N).
+//!
 //! This file keeps the small state (the Cholesky factor `L` of the observed block, the
-//! observations, the jitter ladder); the pool-sized state (`V`, `colsq`, `a`, `b`) lives in
-//! a [`GpStore`] on the engine's device, and kernel rows are read on demand
+//! observations, the jitter ladder); the pool-sized state (`V`, `colsq`, `a`, `b`, `c`)
+//! lives in a [`GpStore`] on the engine's device, and kernel rows are read on demand
 //! ([`KernelRows`]): no `N × N` matrix anywhere.
 
-pub use crate::backend::gp::{GpStore, KernelRows, PoolKernel};
+pub use crate::backend::gp::{GpStore, KernelRows, PoolKernel, Readout, RowWeights};
 use crate::error::{Error, Result};
 
 /// The jitter ladder of SPEC §3: tried in order when a factorisation fails; after the
@@ -28,6 +41,8 @@ struct Obs {
     idx: Option<usize>,
     /// Residual `y - mu0`.
     r: f64,
+    /// Its prior mean `mu0`.
+    p: f64,
 }
 
 /// The incremental posterior.
@@ -42,6 +57,9 @@ pub struct Gp<'k> {
     l: Vec<Vec<f64>>,
     ur: Vec<f64>,
     u1: Vec<f64>,
+    up: Vec<f64>,
+    /// The adaptive prior's ridge toward `alpha = 1` (`None`: the prior as given).
+    adaptive: Option<f64>,
     /// Set once the jitter ladder is exhausted: posterior recomputed densely from a
     /// pseudo-inverse at every step.
     pinv: Option<Dense>,
@@ -53,6 +71,7 @@ struct Dense {
     var_z: Vec<f64>,
     a: Vec<f64>,
     b: Vec<f64>,
+    c: Vec<f64>,
 }
 
 impl<'k> Gp<'k> {
@@ -92,10 +111,85 @@ impl<'k> Gp<'k> {
             l: Vec::new(),
             ur: Vec::new(),
             u1: Vec::new(),
+            up: Vec::new(),
+            adaptive: None,
             pinv: None,
         };
-        gp.push(None, 1.0 - mu0_query)?;
+        gp.push(Obs {
+            idx: None,
+            r: 1.0 - mu0_query,
+            p: mu0_query,
+        })?;
         Ok(gp)
+    }
+
+    /// Fits the prior's scale from here on (see the module docs): `lambda > 0` is the ridge
+    /// toward the prior as given, in units of the unit-variance kernel (1 weighs about as
+    /// much as one independent observation at the top of the prior).
+    pub fn set_adaptive(&mut self, lambda: f64) -> Result<()> {
+        if !(lambda.is_finite() && lambda > 0.0) {
+            return Err(Error::invalid(
+                "adaptive prior",
+                format!("the ridge must be finite and > 0, got {lambda}"),
+            ));
+        }
+        self.adaptive = Some(lambda);
+        Ok(())
+    }
+
+    /// The prior's scale in force: 1 unless adaptive.
+    #[must_use]
+    pub fn alpha(&self) -> f64 {
+        1.0 - self.delta()
+    }
+
+    /// `1 - alpha`: 0 for a fixed prior; else the ridge-regularised generalised
+    /// least-squares fit of `(y - mu0) + delta mu0 - c 1` to zero in the `K^{-1}` metric,
+    /// clamped to `[0, 1]`.
+    fn delta(&self) -> f64 {
+        let Some(lambda) = self.adaptive else {
+            return 0.0;
+        };
+        let (ur, u1, up) = match &self.pinv {
+            Some(_) => return self.delta_dense(lambda),
+            None => (&self.ur, &self.u1, &self.up),
+        };
+        let dot = |x: &[f64], y: &[f64]| x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>();
+        solve_delta(
+            dot(up, up),
+            dot(up, u1),
+            dot(u1, u1),
+            dot(ur, up),
+            dot(ur, u1),
+            lambda,
+        )
+    }
+
+    /// [`Gp::delta`] on the pseudo-inverse rung: the same normal equations with `K^+`.
+    fn delta_dense(&self, lambda: f64) -> f64 {
+        let t = self.obs.len();
+        let (_, kaa) = self.dense_kaa();
+        let Some((w, lam)) = eigen_pinv(&kaa, t) else {
+            return 0.0;
+        };
+        let proj = |v: &[f64]| -> Vec<f64> {
+            w.iter()
+                .zip(&lam)
+                .map(|(u, l)| u.iter().zip(v).map(|(a, b)| a * b).sum::<f64>() / l.sqrt())
+                .collect()
+        };
+        let r: Vec<f64> = self.obs.iter().map(|o| o.r).collect();
+        let p: Vec<f64> = self.obs.iter().map(|o| o.p).collect();
+        let (ur, up, u1) = (proj(&r), proj(&p), proj(&vec![1.0; t]));
+        let dot = |x: &[f64], y: &[f64]| x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>();
+        solve_delta(
+            dot(&up, &up),
+            dot(&up, &u1),
+            dot(&u1, &u1),
+            dot(&ur, &up),
+            dot(&ur, &u1),
+            lambda,
+        )
     }
 
     /// The jitter in force (`None` once on the pseudo-inverse).
@@ -121,8 +215,115 @@ impl<'k> Gp<'k> {
         if !y.is_finite() {
             return Err(Error::invalid("observation", format!("score of item {j} is {y}")));
         }
-        let r = y - self.mu0[j];
-        self.push(Some(j), r)
+        let p = self.mu0[j];
+        self.push(Obs {
+            idx: Some(j),
+            r: y - p,
+            p,
+        })
+    }
+
+    /// Adds the scores of several pool items as one rank-`q` append: the block's Schur
+    /// complement `K_BB + jitter I - L_AB^T L_AB` is factored here and its rows extend `V`
+    /// (in exact arithmetic the same as `q` calls of [`Gp::observe`]; a block that does not
+    /// factor at the current jitter falls back to them, and they to the jitter ladder).
+    pub fn observe_batch(&mut self, items: &[(usize, f64)]) -> Result<()> {
+        for &(j, y) in items {
+            if j >= self.n {
+                return Err(Error::invalid(
+                    "observation",
+                    format!("index {j} outside the pool of {}", self.n),
+                ));
+            }
+            if !y.is_finite() {
+                return Err(Error::invalid("observation", format!("score of item {j} is {y}")));
+            }
+        }
+        let obs: Vec<Obs> = items
+            .iter()
+            .map(|&(j, y)| Obs {
+                idx: Some(j),
+                r: y - self.mu0[j],
+                p: self.mu0[j],
+            })
+            .collect();
+        if self.pinv.is_some() || obs.len() <= 1 {
+            return obs.into_iter().try_for_each(|o| self.push(o));
+        }
+        let q = obs.len();
+        let jitter = JITTERS[self.jitter_step];
+        // L_AB: the columns of V at the block's items; S = K_BB + jitter - L_AB^T L_AB.
+        let cols: Vec<Vec<f64>> = items
+            .iter()
+            .map(|&(j, _)| self.store.column(j))
+            .collect::<Result<_>>()?;
+        let mut l22 = vec![vec![0.0; q]; q];
+        let mut ok = true;
+        'factor: for a in 0..q {
+            for b in 0..=a {
+                let kab = if a == b {
+                    1.0 + jitter
+                } else {
+                    self.rows.get(items[a].0, items[b].0)
+                };
+                let mut v = kab - cols[a].iter().zip(&cols[b]).map(|(x, y)| x * y).sum::<f64>();
+                v -= (0..b).map(|c| l22[a][c] * l22[b][c]).sum::<f64>();
+                if a == b {
+                    if v.is_nan() || v <= 1e-12 {
+                        ok = false;
+                        break 'factor;
+                    }
+                    l22[a][a] = v.sqrt();
+                } else {
+                    l22[a][b] = v / l22[b][b];
+                }
+            }
+        }
+        if !ok {
+            return obs.into_iter().try_for_each(|o| self.push(o));
+        }
+        for (a, o) in obs.into_iter().enumerate() {
+            let mut l = cols[a].clone();
+            l.extend_from_slice(&l22[a][..a]);
+            self.extend(o, l, l22[a][a])?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the scores of observed pool items (each observed once since the last
+    /// replacement; a batch's fantasised scores by the oracle's): `L^{-1} r` changes from the
+    /// first replaced position on, and `a` by that change times the rows of `V` (one
+    /// rank-`q` update).
+    pub fn revise(&mut self, items: &[(usize, f64)]) -> Result<()> {
+        let mut first = self.obs.len();
+        for &(j, y) in items {
+            if !y.is_finite() {
+                return Err(Error::invalid("observation", format!("score of item {j} is {y}")));
+            }
+            let pos = self
+                .obs
+                .iter()
+                .rposition(|o| o.idx == Some(j))
+                .ok_or_else(|| Error::invalid("revision", format!("item {j} has not been observed")))?;
+            self.obs[pos].r = y - self.obs[pos].p;
+            first = first.min(pos);
+        }
+        if first == self.obs.len() {
+            return Ok(());
+        }
+        if self.pinv.is_some() {
+            self.pinv = Some(self.dense_pinv());
+            return Ok(());
+        }
+        let mut dw = Vec::with_capacity(self.obs.len() - first);
+        for s in first..self.obs.len() {
+            let row = &self.l[s];
+            let acc: f64 = row[..s].iter().zip(&self.ur).map(|(a, b)| a * b).sum();
+            let new = (self.obs[s].r - acc) / row[s];
+            dw.push(new - self.ur[s]);
+            self.ur[s] = new;
+        }
+        self.store.reweight(first, &dw)
     }
 
     fn kernel_row(&self, idx: Option<usize>) -> Vec<f64> {
@@ -136,8 +337,7 @@ impl<'k> Gp<'k> {
 
     /// Adds an observation: incrementally when the factor extends, else by refactoring
     /// everything on the next rung of the jitter ladder.
-    fn push(&mut self, idx: Option<usize>, r: f64) -> Result<()> {
-        let o = Obs { idx, r };
+    fn push(&mut self, o: Obs) -> Result<()> {
         if self.pinv.is_some() {
             self.obs.push(o);
             self.pinv = Some(self.dense_pinv());
@@ -164,17 +364,27 @@ impl<'k> Gp<'k> {
         if lnn2.is_nan() || lnn2 <= 1e-12 {
             return Ok(false);
         }
-        let lnn = lnn2.sqrt();
-        let urn = (o.r - l.iter().zip(&self.ur).map(|(a, b)| a * b).sum::<f64>()) / lnn;
-        let u1n = (1.0 - l.iter().zip(&self.u1).map(|(a, b)| a * b).sum::<f64>()) / lnn;
-        self.store.append(o.idx, &l, lnn, urn, u1n)?;
+        self.extend(o.clone(), l, lnn2.sqrt())?;
+        Ok(true)
+    }
+
+    /// Extends the factor by the row `[l, lnn]` for observation `o`, and the store with it.
+    fn extend(&mut self, o: Obs, l: Vec<f64>, lnn: f64) -> Result<()> {
+        let sub = |u: &[f64], v: f64| (v - l.iter().zip(u).map(|(a, b)| a * b).sum::<f64>()) / lnn;
+        let w = RowWeights {
+            r: sub(&self.ur, o.r),
+            one: sub(&self.u1, 1.0),
+            prior: sub(&self.up, o.p),
+        };
+        self.store.append(o.idx, &l, lnn, w)?;
         let mut lrow = l;
         lrow.push(lnn);
         self.l.push(lrow);
-        self.ur.push(urn);
-        self.u1.push(u1n);
-        self.obs.push(o.clone());
-        Ok(true)
+        self.ur.push(w.r);
+        self.u1.push(w.one);
+        self.up.push(w.prior);
+        self.obs.push(o);
+        Ok(())
     }
 
     /// Refactors all observations from scratch, from jitter rung `step` up; past the last
@@ -185,6 +395,7 @@ impl<'k> Gp<'k> {
             self.l.clear();
             self.ur.clear();
             self.u1.clear();
+            self.up.clear();
             self.obs.clear();
             self.jitter_step = step;
             if step >= JITTERS.len() {
@@ -206,10 +417,9 @@ impl<'k> Gp<'k> {
         }
     }
 
-    /// The posterior by an eigen-decomposition pseudo-inverse of `K_AA` (the last rung).
-    fn dense_pinv(&mut self) -> Dense {
+    /// The observations' kernel rows over the pool and `K_AA` from them.
+    fn dense_kaa(&self) -> (Vec<Vec<f64>>, faer::Mat<f64>) {
         let t = self.obs.len();
-        let n = self.n;
         let idx: Vec<Option<usize>> = self.obs.iter().map(|o| o.idx).collect();
         let rows: Vec<Vec<f64>> = idx.iter().map(|&i| self.kernel_row(i)).collect();
         let kaa = faer::Mat::<f64>::from_fn(t, t, |i, j| match (idx[i], idx[j]) {
@@ -217,32 +427,28 @@ impl<'k> Gp<'k> {
             (Some(i2), None) => rows[j][i2],
             (None, None) => 1.0,
         });
-        let (mut w, mut lam) = (Vec::new(), Vec::new());
-        if let Ok(evd) = kaa.self_adjoint_eigen(faer::Side::Lower) {
-            let s = evd.S().column_vector();
-            let u = evd.U();
-            let max = (0..t).map(|i| s[i]).fold(0.0f64, f64::max);
-            for k in 0..t {
-                if s[k] > 1e-12 * max.max(1e-300) {
-                    lam.push(s[k]);
-                    w.push((0..t).map(|i| u[(i, k)]).collect::<Vec<f64>>());
-                }
-            }
-        }
+        (rows, kaa)
+    }
+
+    /// The posterior by an eigen-decomposition pseudo-inverse of `K_AA` (the last rung).
+    fn dense_pinv(&mut self) -> Dense {
+        let t = self.obs.len();
+        let n = self.n;
+        let (rows, kaa) = self.dense_kaa();
+        let (w, lam) = eigen_pinv(&kaa, t).unwrap_or_default();
         // T = diag(1/sqrt(lam)) U^T: K^+ = T^T T.
+        let proj = |v: &[f64]| -> Vec<f64> {
+            w.iter()
+                .zip(&lam)
+                .map(|(u, l)| u.iter().zip(v).map(|(a, b)| a * b).sum::<f64>() / l.sqrt())
+                .collect()
+        };
         let r: Vec<f64> = self.obs.iter().map(|o| o.r).collect();
-        let tr: Vec<f64> = w
-            .iter()
-            .zip(&lam)
-            .map(|(u, l)| u.iter().zip(&r).map(|(a, b)| a * b).sum::<f64>() / l.sqrt())
-            .collect();
-        let t1: Vec<f64> = w
-            .iter()
-            .zip(&lam)
-            .map(|(u, l)| u.iter().sum::<f64>() / l.sqrt())
-            .collect();
+        let p: Vec<f64> = self.obs.iter().map(|o| o.p).collect();
+        let (tr, t1, tp) = (proj(&r), proj(&vec![1.0; t]), proj(&p));
         let mut a = vec![0.0; n];
         let mut b = vec![0.0; n];
+        let mut c = vec![0.0; n];
         let mut var_z = vec![1.0; n];
         for i in 0..n {
             let mut sq = 0.0;
@@ -251,20 +457,28 @@ impl<'k> Gp<'k> {
                 sq += proj * proj;
                 a[i] += proj * tr[k];
                 b[i] += proj * t1[k];
+                c[i] += proj * tp[k];
             }
             var_z[i] = 1.0 - sq;
         }
-        Dense { var_z, a, b }
+        Dense { var_z, a, b, c }
     }
 
-    /// Mean and population standard deviation of the observed residuals (std := 1 when
-    /// it is <= 1e-12 or there is one observation).
-    fn standardisation(&self) -> (f64, f64) {
+    /// The read-out: the prior's fade `delta`, then the mean and population standard
+    /// deviation of the observed residuals under the faded prior, `r + delta mu0` (std := 1
+    /// when it is <= 1e-12 or there is one observation).
+    pub fn readout(&self) -> Readout {
+        let delta = self.delta();
         let t = self.obs.len() as f64;
-        let m = self.obs.iter().map(|o| o.r).sum::<f64>() / t;
-        let var = self.obs.iter().map(|o| (o.r - m).powi(2)).sum::<f64>() / t;
+        let res = |o: &Obs| o.r + delta * o.p;
+        let m = self.obs.iter().map(res).sum::<f64>() / t;
+        let var = self.obs.iter().map(|o| (res(o) - m).powi(2)).sum::<f64>() / t;
         let s = var.sqrt();
-        (m, if self.obs.len() <= 1 || s <= 1e-12 { 1.0 } else { s })
+        Readout {
+            m,
+            s: if self.obs.len() <= 1 || s <= 1e-12 { 1.0 } else { s },
+            delta,
+        }
     }
 
     /// Posterior mean and variance of every pool item, in oracle units (SPEC §3; scored
@@ -272,16 +486,16 @@ impl<'k> Gp<'k> {
     pub fn posterior(&mut self, mean: &mut [f64], var: &mut [f64]) -> Result<()> {
         crate::backend::gp::check_len("mean", mean.len(), self.n)?;
         crate::backend::gp::check_len("var", var.len(), self.n)?;
-        let (m, s) = self.standardisation();
+        let at = self.readout();
         match &self.pinv {
             Some(d) => {
                 for i in 0..self.n {
-                    mean[i] = (self.mu0[i] + m) + (d.a[i] - m * d.b[i]);
-                    var[i] = s * s * d.var_z[i].max(0.0);
+                    mean[i] = crate::backend::gp::posterior_mean(self.mu0[i], d.a[i], d.b[i], d.c[i], at);
+                    var[i] = at.s * at.s * d.var_z[i].max(0.0);
                 }
                 Ok(())
             }
-            None => self.store.posterior(m, s, mean, var),
+            None => self.store.posterior(at, mean, var),
         }
     }
 
@@ -294,7 +508,43 @@ impl<'k> Gp<'k> {
             self.posterior(&mut mean, &mut var)?;
             return Ok(crate::backend::gp::ucb_argmax(&mean, &var, scored, beta));
         }
-        let (m, s) = self.standardisation();
-        self.store.ucb_pick(m, s, scored, beta)
+        let at = self.readout();
+        self.store.ucb_pick(at, scored, beta)
+    }
+}
+
+/// The eigenpairs of `K_AA` above `1e-12` of the largest: what the pseudo-inverse keeps.
+#[allow(clippy::type_complexity)]
+fn eigen_pinv(kaa: &faer::Mat<f64>, t: usize) -> Option<(Vec<Vec<f64>>, Vec<f64>)> {
+    let evd = kaa.self_adjoint_eigen(faer::Side::Lower).ok()?;
+    let s = evd.S().column_vector();
+    let u = evd.U();
+    let max = (0..t).map(|i| s[i]).fold(0.0f64, f64::max);
+    let (mut w, mut lam) = (Vec::new(), Vec::new());
+    for k in 0..t {
+        if s[k] > 1e-12 * max.max(1e-300) {
+            lam.push(s[k]);
+            w.push((0..t).map(|i| u[(i, k)]).collect::<Vec<f64>>());
+        }
+    }
+    Some((w, lam))
+}
+
+/// The adaptive prior's fade: with `e = u_r + delta u_p - c u_1` (the whitened residual of
+/// `y - (1 - delta) mu0 - c`), minimises `|e|² + lambda delta²` over `(delta, c)` from the
+/// Gram entries `pp = u_p·u_p`, `p1 = u_p·u_1`, `oo = u_1·u_1`, `rp = u_r·u_p`,
+/// `r1 = u_r·u_1`; `delta` clamped to `[0, 1]` (0 when the system is singular).
+#[must_use]
+pub fn solve_delta(pp: f64, p1: f64, oo: f64, rp: f64, r1: f64, lambda: f64) -> f64 {
+    // (pp + lambda) delta - p1 c = -rp;  -p1 delta + oo c = r1.
+    let det = (pp + lambda) * oo - p1 * p1;
+    if !(det.is_finite() && det > 1e-300) {
+        return 0.0;
+    }
+    let delta = (-rp * oo + p1 * r1) / det;
+    if delta.is_nan() {
+        0.0
+    } else {
+        delta.clamp(0.0, 1.0)
     }
 }

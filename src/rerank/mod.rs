@@ -9,7 +9,21 @@
 //! - BAGEL: zero prior, GP-UCB with `beta_t = beta0 / sqrt(t + 1)`, warm start on the MIPS
 //!   top-floor(B/2);
 //! - single-stage rerank of the MIPS top-B;
-//! - RGS: greedy expansion over a k-NN graph of the pool.
+//! - RGS as in App. C.2 (MIPS seeds, then greedy expansion over a k-NN graph of the pool)
+//!   and the simpler `rgs-simple` (one seed);
+//!
+//! and beyond the paper (issue 15; SPEC §3):
+//! - batches: `batch = q` picks `q` documents per round and makes one oracle call with them.
+//!   Inside a round each pick after the first sees the earlier ones as observed at their
+//!   posterior mean (kriging believer: their variance falls to zero and their neighbours'
+//!   with it), then the acquisition rule runs again; the oracle's scores then replace the
+//!   fantasies as one rank-`q` update ([`gp::Gp::revise`]). `q = 1` is the paper's method
+//!   call for call;
+//! - an adaptive prior ([`Prior::Adaptive`]): the MIPS prior's scale fitted to the scores as
+//!   they arrive, so a prior the oracle contradicts fades to zero;
+//! - a token capacity: the selected set is the greedy fill of `T` tokens by posterior value
+//!   per token, and the boundary rule compares the set's members with the rest on value per
+//!   token.
 //!
 //! Oracles: [`Precomputed`] scores for evaluation, and (feature `http`) clients for TEI
 //! and Cohere-style rerank servers with a batching queue ([`http`]). [`eval`] is the
@@ -22,6 +36,7 @@ pub mod http;
 pub mod metrics;
 pub mod options;
 pub mod oracle;
+pub mod peaks;
 pub mod plot;
 
 use crate::backend::{BackendKind, Engine};
@@ -47,8 +62,12 @@ pub enum Method {
     Bagel,
     /// Score the MIPS top-B, rank them above the tail.
     SingleStage,
-    /// Greedy graph expansion.
+    /// Greedy graph expansion as in App. C.2: the MIPS top-`round(B / seed_div)` as seeds,
+    /// heap cap `max(seeds, round(frac B))`.
     Rgs,
+    /// Greedy graph expansion from the MIPS top-1 alone, heap cap 64 (this crate's first
+    /// RGS).
+    RgsSimple,
 }
 
 impl std::str::FromStr for Method {
@@ -59,10 +78,11 @@ impl std::str::FromStr for Method {
             "bagel" => Method::Bagel,
             "single-stage" => Method::SingleStage,
             "rgs" => Method::Rgs,
+            "rgs-simple" => Method::RgsSimple,
             _ => {
                 return Err(Error::invalid(
                     "method",
-                    format!("unknown method '{s}' (boundary-morph, bagel, single-stage, rgs)"),
+                    format!("unknown method '{s}' (boundary-morph, bagel, single-stage, rgs, rgs-simple)"),
                 ))
             }
         })
@@ -78,7 +98,14 @@ impl Method {
             Method::Bagel => "bagel",
             Method::SingleStage => "single-stage",
             Method::Rgs => "rgs",
+            Method::RgsSimple => "rgs-simple",
         }
+    }
+
+    /// True for the methods with a GP (batches, priors and acquisitions apply).
+    #[must_use]
+    pub fn has_gp(self) -> bool {
+        matches!(self, Method::BoundaryMorph | Method::Bagel)
     }
 }
 
@@ -89,7 +116,14 @@ pub enum Prior {
     Mips,
     /// Zero everywhere; the query's residual is 1.
     Zero,
+    /// `alpha` times the MIPS percentile, `alpha` in `[0, 1]` re-fitted after every call by
+    /// generalised least squares with a ridge toward 1 ([`gp::Gp::set_adaptive`]): the paper's
+    /// prior while the scores agree with it, fading to zero as they contradict it.
+    Adaptive,
 }
+
+/// The adaptive prior's ridge toward `alpha = 1` ([`gp::Gp::set_adaptive`]).
+pub const ADAPTIVE_RIDGE: f64 = 1.0;
 
 /// How the next call is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,10 +159,19 @@ pub struct RerankConfig {
     pub acquisition: Acquisition,
     /// UCB's `beta0`. By default 1.
     pub beta0: f64,
-    /// RGS graph degree `R`. By default 16.
+    /// RGS graph degree `R`. By default 10 (App. C.2's selected value); 16 for rgs-simple.
     pub graph_degree: usize,
-    /// RGS heap cap `L_s`. By default 64.
+    /// rgs-simple's heap cap. By default 64 (RGS derives its own from `B`).
     pub heap_cap: usize,
+    /// RGS's seed split: `n_seeds = round(B / seed_div)`. By default 2 (App. C.2).
+    pub seed_div: f64,
+    /// RGS's heap cap `L_s = max(n_seeds, round(frac B))`. By default 1 (App. C.2).
+    pub frac: f64,
+    /// Documents per oracle call for the GP methods, `q`. By default 1 (the paper).
+    pub batch: usize,
+    /// A token capacity `T`: the selected set holds at most `T` tokens (and at most
+    /// `capacity` documents); needs per-document token counts.
+    pub token_capacity: Option<u64>,
     /// The GP's kernel (and RGS's neighbourhoods). By default vMF with the median
     /// heuristic's `kappa`.
     pub kernel: KernelChoice,
@@ -145,8 +188,12 @@ impl RerankConfig {
             prior: Prior::Mips,
             acquisition: Acquisition::Boundary,
             beta0: 1.0,
-            graph_degree: 16,
+            graph_degree: if method == Method::Rgs { 10 } else { 16 },
             heap_cap: 64,
+            seed_div: 2.0,
+            frac: 1.0,
+            batch: 1,
+            token_capacity: None,
             kernel: KernelChoice::Median(KernelKind::Vmf),
         }
     }
@@ -159,6 +206,12 @@ pub struct Reranked {
     pub selected: Vec<usize>,
     /// Documents sent to the oracle, in call order.
     pub scored: Vec<usize>,
+    /// Oracle calls made (batches; `scored.len()` documents in all).
+    pub rounds: usize,
+    /// The adaptive prior's final scale `alpha` (`None` for the other priors).
+    pub alpha: Option<f64>,
+    /// Tokens of the selected set (with a token capacity).
+    pub tokens: Option<u64>,
     /// Their scores, in the same order.
     pub scores: Vec<f64>,
     /// The kernel the GP used.
@@ -172,7 +225,8 @@ pub struct Reranked {
 
 impl Reranked {
     /// The JSON object `ctxprune rerank` prints (and `ctxprune serve` answers):
-    /// `method`, `selected`, `scored`, `oracle_calls`, `scores`, `notes`, `kappa` (vMF's,
+    /// `method`, `selected`, `scored`, `oracle_calls` (documents), `oracle_rounds` (calls),
+    /// `scores`, `prior_alpha` (adaptive prior), `tokens` (token capacity), `notes`, `kappa` (vMF's,
     /// else null), `backend`, `elapsed_ms` (without the oracle's time) and `oracle_ms`.
     #[must_use]
     pub fn to_json(&self, method: Method, elapsed_ms: f64, oracle_ms: f64) -> serde_json::Value {
@@ -185,7 +239,10 @@ impl Reranked {
             "selected": self.selected,
             "scored": self.scored,
             "oracle_calls": self.scored.len(),
+            "oracle_rounds": self.rounds,
             "scores": self.scores,
+            "prior_alpha": self.alpha,
+            "tokens": self.tokens,
             "notes": self.notes,
             "kappa": kappa,
             "backend": self.backend.name(),
@@ -242,6 +299,33 @@ impl Reranker {
         if cfg.heap_cap == 0 {
             return Err(Error::invalid("heap-cap", "must be at least 1"));
         }
+        if !(cfg.seed_div.is_finite() && cfg.seed_div >= 1.0) {
+            return Err(Error::invalid(
+                "seed-div",
+                format!("must be finite and >= 1, got {}", cfg.seed_div),
+            ));
+        }
+        if !(cfg.frac.is_finite() && cfg.frac > 0.0 && cfg.frac <= 1.0) {
+            return Err(Error::invalid(
+                "frac",
+                format!("must be in (0, 1], got {}", cfg.frac),
+            ));
+        }
+        if cfg.batch == 0 {
+            return Err(Error::invalid("batch", "must be at least 1"));
+        }
+        if cfg.batch > 1 && !cfg.method.has_gp() {
+            return Err(Error::invalid(
+                "batch",
+                format!(
+                    "applies to boundary-morph and bagel ({} batches its own calls)",
+                    cfg.method.name()
+                ),
+            ));
+        }
+        if cfg.token_capacity == Some(0) {
+            return Err(Error::invalid("token-capacity", "must be at least 1"));
+        }
         if let KernelChoice::Fixed(k) = cfg.kernel {
             k.validate()?;
         }
@@ -258,8 +342,21 @@ impl Reranker {
     }
 
     /// Chooses `capacity` documents of `pool` (rows in MIPS order, row 0 = MIPS top-1) for
-    /// `query`, calling `oracle` at most `budget` times.
+    /// `query`, calling `oracle` for at most `budget` documents. A configuration with a
+    /// token capacity needs [`Reranker::rerank_tokens`].
     pub fn rerank(&self, pool: &Pool, query: &[f32], oracle: &mut dyn Oracle) -> Result<Reranked> {
+        self.rerank_tokens(pool, query, None, oracle)
+    }
+
+    /// [`Reranker::rerank`] with per-document token counts (`tokens[i]` for pool row `i`),
+    /// which a token capacity needs; without one they are an error, never ignored.
+    pub fn rerank_tokens(
+        &self,
+        pool: &Pool,
+        query: &[f32],
+        tokens: Option<&[u64]>,
+        oracle: &mut dyn Oracle,
+    ) -> Result<Reranked> {
         let cfg = &self.cfg;
         pool.check_engine(&self.engine, "reranker")?;
         let n = pool.len();
@@ -269,6 +366,40 @@ impl Reranker {
                 format!("must be in 1..={n} (the pool), got {}", cfg.capacity),
             ));
         }
+        let fill = match (cfg.token_capacity, tokens) {
+            (Some(cap), Some(t)) => {
+                if t.len() != n {
+                    return Err(Error::invalid(
+                        "tokens",
+                        format!("{} token counts for a pool of {n}", t.len()),
+                    ));
+                }
+                if let Some(i) = t.iter().position(|&x| x == 0) {
+                    return Err(Error::invalid(
+                        format!("tokens[{i}]"),
+                        "is 0 (every document costs at least one token)",
+                    ));
+                }
+                Some(Fill {
+                    tokens: t,
+                    cap,
+                    k: cfg.capacity,
+                })
+            }
+            (Some(_), None) => {
+                return Err(Error::invalid(
+                    "token-capacity",
+                    "needs the documents' token counts",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(Error::invalid(
+                    "tokens",
+                    "token counts without a token capacity are not used",
+                ))
+            }
+            (None, None) => None,
+        };
         let kernel = match cfg.kernel {
             KernelChoice::Fixed(k) => k,
             KernelChoice::Median(kind) => Kernel::from_median(kind, pool.median_one_minus_cos()?),
@@ -289,19 +420,28 @@ impl Reranker {
             scored: Vec::new(),
             scores: Vec::new(),
             y: vec![None; n],
+            rounds: 0,
             oracle,
         };
         let mut backend = BackendKind::Cpu;
-        let final_values: Vec<f64> = match cfg.method {
+        let mut alpha = None;
+        // The final order: by value (ties by MIPS position); with a token capacity, the
+        // greedy fill by value per token.
+        let (values, by_density) = match cfg.method {
             Method::SingleStage => {
                 let top: Vec<usize> = (0..budget).collect();
                 run.call(&top)?;
-                // Scored items above the tail, by score; the tail in MIPS order.
-                run.scored_above_tail()
+                (run.scored_above_tail(), false)
             }
             Method::Rgs => {
-                rgs(&mut run, &src, budget, cfg.graph_degree, cfg.heap_cap)?;
-                run.scored_above_tail()
+                let seeds = ((budget as f64 / cfg.seed_div).round() as usize).min(budget);
+                let cap = seeds.max((cfg.frac * budget as f64).round() as usize).max(1);
+                rgs(&mut run, &src, budget, seeds.max(1), cfg.graph_degree, cap)?;
+                (run.scored_above_tail(), false)
+            }
+            Method::RgsSimple => {
+                rgs(&mut run, &src, budget, 1, cfg.graph_degree, cfg.heap_cap)?;
+                (run.scored_above_tail(), false)
             }
             Method::BoundaryMorph | Method::Bagel => {
                 let (prior, acq) = if cfg.method == Method::Bagel {
@@ -309,51 +449,49 @@ impl Reranker {
                 } else {
                     (cfg.prior, cfg.acquisition)
                 };
-                let mu0: Vec<f64> = match prior {
-                    Prior::Mips if n > 1 => (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect(),
-                    Prior::Mips => vec![1.0],
-                    Prior::Zero => vec![0.0; n],
+                let mips = prior != Prior::Zero;
+                let mu0: Vec<f64> = match (mips, n > 1) {
+                    (true, true) => (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect(),
+                    (true, false) => vec![1.0],
+                    (false, _) => vec![0.0; n],
                 };
-                let mu0_q = if prior == Prior::Mips { 1.0 } else { 0.0 };
+                let mu0_q = if mips { 1.0 } else { 0.0 };
                 let store = self.engine.gp_store(&src, mu0.clone())?;
                 backend = self.engine.kind();
                 let mut gp = Gp::with_store(&src, store, mu0, mu0_q)?;
+                if prior == Prior::Adaptive {
+                    gp.set_adaptive(ADAPTIVE_RIDGE)?;
+                }
                 if cfg.method == Method::Bagel {
                     let warm: Vec<usize> = (0..budget / 2).collect();
                     let ys = run.call(&warm)?;
-                    for (&j, &y) in warm.iter().zip(&ys) {
-                        gp.observe(j, y)?;
-                    }
+                    let obs: Vec<(usize, f64)> = warm.iter().copied().zip(ys).collect();
+                    gp.observe_batch(&obs)?;
                 }
-                let (mut mean, mut var) = (vec![0.0; n], vec![0.0; n]);
-                let mut scored = vec![false; n];
-                run.scored.iter().for_each(|&j| scored[j] = true);
+                let mut search = Search {
+                    gp,
+                    acq,
+                    beta0: cfg.beta0,
+                    k: cfg.capacity,
+                    fill: fill.as_ref(),
+                    mean: vec![0.0; n],
+                    var: vec![0.0; n],
+                };
                 while run.scored.len() < budget {
-                    let next = match acq {
-                        Acquisition::Boundary => {
-                            gp.posterior(&mut mean, &mut var)?;
-                            run.overlay(&mut mean, &mut var);
-                            boundary_scan(&mean, &var, &run.y, cfg.capacity)
-                        }
-                        Acquisition::Ucb => {
-                            let beta = cfg.beta0 / ((run.scored.len() + 1) as f64).sqrt();
-                            gp.ucb(&scored, beta)?
-                        }
-                    };
-                    let Some(j) = next else {
+                    let q = cfg.batch.min(budget - run.scored.len());
+                    if !search.round(&mut run, q)? {
                         notes.push(format!(
                             "stopped after {} calls: no boundary pair left",
                             run.scored.len()
                         ));
                         break;
-                    };
-                    let y = run.call(&[j])?[0];
-                    scored[j] = true;
-                    gp.observe(j, y)?;
+                    }
                 }
-                gp.posterior(&mut mean, &mut var)?;
-                run.overlay(&mut mean, &mut var);
-                mean
+                search.refresh(&run, &[])?;
+                if prior == Prior::Adaptive {
+                    alpha = Some(search.gp.alpha());
+                }
+                (search.mean, true)
             }
         };
         if backend == BackendKind::Cpu && self.engine.kind() != BackendKind::Cpu {
@@ -363,15 +501,179 @@ impl Reranker {
                 self.engine.name()
             ));
         }
-        let order = rank(&final_values);
+        let (selected, used) = match &fill {
+            None => (rank(&values)[..cfg.capacity].to_vec(), None),
+            Some(f) => {
+                let order = if by_density {
+                    f.density_order(&values)
+                } else {
+                    // Scored documents by score per token above the tail in MIPS order.
+                    let dens: Vec<f64> = (0..n)
+                        .map(|i| match run.y[i] {
+                            Some(y) => 1.0 + y / f.tokens[i] as f64,
+                            None => values[i],
+                        })
+                        .collect();
+                    rank(&dens)
+                };
+                let set = f.take(&order);
+                let used = set.iter().map(|&i| f.tokens[i]).sum();
+                let mut set = set;
+                set.sort_by(|&a, &b| values[b].total_cmp(&values[a]).then(a.cmp(&b)));
+                (set, Some(used))
+            }
+        };
         Ok(Reranked {
-            selected: order[..cfg.capacity].to_vec(),
+            selected,
             scored: run.scored,
+            rounds: run.rounds,
+            alpha,
+            tokens: used,
             scores: run.scores,
             kernel,
             notes,
             backend,
         })
+    }
+}
+
+/// A token capacity with the documents' counts: the greedy fill.
+struct Fill<'t> {
+    tokens: &'t [u64],
+    cap: u64,
+    k: usize,
+}
+
+impl Fill<'_> {
+    /// Value per token, descending (ties by MIPS position).
+    fn density_order(&self, values: &[f64]) -> Vec<usize> {
+        let d: Vec<f64> = values
+            .iter()
+            .zip(self.tokens)
+            .map(|(&v, &t)| v / t as f64)
+            .collect();
+        rank(&d)
+    }
+
+    /// The boundary rule on value per token ([`boundary_pick_tokens`]).
+    fn boundary(&self, mean: &[f64], var: &[f64], y: &[Option<f64>]) -> Option<usize> {
+        let n = mean.len();
+        let order = self.density_order(mean);
+        let inc = self.take(&order);
+        let mut is_inc = vec![false; n];
+        inc.iter().for_each(|&i| is_inc[i] = true);
+        // Challengers: what is out of the set and could enter it alone.
+        let ch: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|&j| !is_inc[j] && self.tokens[j] <= self.cap)
+            .collect();
+        let t = |i: usize| self.tokens[i] as f64;
+        let dm: Vec<f64> = (0..n).map(|i| mean[i] / t(i)).collect();
+        let dv: Vec<f64> = (0..n).map(|i| var[i] / (t(i) * t(i))).collect();
+        boundary_over(&dm, &dv, y, &inc, &ch)
+    }
+
+    /// The documents taken, in `order`, while they fit: at most `k` of them and `cap` tokens
+    /// (one that does not fit is passed over and the fill goes on).
+    fn take(&self, order: &[usize]) -> Vec<usize> {
+        let (mut used, mut set) = (0u64, Vec::new());
+        for &i in order {
+            if set.len() == self.k {
+                break;
+            }
+            if let Some(u) = used.checked_add(self.tokens[i]).filter(|&u| u <= self.cap) {
+                used = u;
+                set.push(i);
+            }
+        }
+        set
+    }
+}
+
+/// The GP methods' search state: the posterior, the acquisition, and one round's picks.
+struct Search<'g, 'f> {
+    gp: Gp<'g>,
+    acq: Acquisition,
+    beta0: f64,
+    k: usize,
+    fill: Option<&'f Fill<'f>>,
+    mean: Vec<f64>,
+    var: Vec<f64>,
+}
+
+impl Search<'_, '_> {
+    /// The posterior with the scored documents and this round's fantasies overlaid.
+    fn refresh(&mut self, run: &Run<'_>, pending: &[(usize, f64)]) -> Result<()> {
+        self.gp.posterior(&mut self.mean, &mut self.var)?;
+        run.overlay(&mut self.mean, &mut self.var);
+        for &(j, f) in pending {
+            self.mean[j] = f;
+            self.var[j] = 0.0;
+        }
+        Ok(())
+    }
+
+    /// The next document to score, given this round's fantasised picks (`None`: no
+    /// boundary pair, or nothing unscored, is left).
+    fn pick(&mut self, run: &Run<'_>, pending: &[(usize, f64)]) -> Result<Option<usize>> {
+        match self.acq {
+            Acquisition::Boundary => {
+                self.refresh(run, pending)?;
+                let mut y = run.y.clone();
+                for &(j, f) in pending {
+                    y[j] = Some(f);
+                }
+                Ok(match self.fill {
+                    None => boundary_scan(&self.mean, &self.var, &y, self.k),
+                    Some(f) => f.boundary(&self.mean, &self.var, &y),
+                })
+            }
+            Acquisition::Ucb => {
+                let beta = self.beta0 / ((run.scored.len() + pending.len() + 1) as f64).sqrt();
+                let mut scored: Vec<bool> = run.y.iter().map(Option::is_some).collect();
+                pending.iter().for_each(|&(j, _)| scored[j] = true);
+                self.gp.ucb(&scored, beta)
+            }
+        }
+    }
+
+    /// One round of up to `q` picks and one oracle call; false when nothing was picked.
+    /// Each pick but the last is observed at its posterior mean before the next (kriging
+    /// believer); the oracle's scores then revise those and the last is observed.
+    fn round(&mut self, run: &mut Run<'_>, q: usize) -> Result<bool> {
+        let mut picks: Vec<usize> = Vec::with_capacity(q);
+        let mut pending: Vec<(usize, f64)> = Vec::new();
+        while picks.len() < q {
+            let Some(j) = self.pick(run, &pending)? else {
+                break;
+            };
+            picks.push(j);
+            if picks.len() < q {
+                let f = self.gp_mean(j)?;
+                self.gp.observe(j, f)?;
+                pending.push((j, f));
+            }
+        }
+        if picks.is_empty() {
+            return Ok(false);
+        }
+        let ys = run.call(&picks)?;
+        let revised: Vec<(usize, f64)> = pending.iter().zip(&ys).map(|(&(j, _), &y)| (j, y)).collect();
+        self.gp.revise(&revised)?;
+        if pending.len() < picks.len() {
+            let last = picks.len() - 1;
+            self.gp.observe(picks[last], ys[last])?;
+        }
+        Ok(true)
+    }
+
+    /// The GP's posterior mean at `j` (the UCB path does not keep the means).
+    fn gp_mean(&mut self, j: usize) -> Result<f64> {
+        if self.acq == Acquisition::Ucb {
+            self.gp.posterior(&mut self.mean, &mut self.var)?;
+        }
+        Ok(self.mean[j])
     }
 }
 
@@ -381,11 +683,23 @@ pub fn rerank(cfg: &RerankConfig, pool: &Pool, query: &[f32], oracle: &mut dyn O
     Reranker::new(pool.engine(), cfg.clone())?.rerank(pool, query, oracle)
 }
 
+/// [`rerank`] with per-document token counts ([`Reranker::rerank_tokens`]).
+pub fn rerank_tokens(
+    cfg: &RerankConfig,
+    pool: &Pool,
+    query: &[f32],
+    tokens: Option<&[u64]>,
+    oracle: &mut dyn Oracle,
+) -> Result<Reranked> {
+    Reranker::new(pool.engine(), cfg.clone())?.rerank_tokens(pool, query, tokens, oracle)
+}
+
 struct Run<'o> {
     n: usize,
     scored: Vec<usize>,
     scores: Vec<f64>,
     y: Vec<Option<f64>>,
+    rounds: usize,
     oracle: &'o mut dyn Oracle,
 }
 
@@ -395,6 +709,7 @@ impl Run<'_> {
             return Ok(Vec::new());
         }
         let ys = self.oracle.score(items)?;
+        self.rounds += 1;
         let bad = |msg: String| Error::Oracle {
             oracle: "answer".into(),
             status: None,
@@ -449,6 +764,28 @@ pub fn boundary_pick(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> 
     Ok(boundary_scan(mean, var, y, k))
 }
 
+/// The boundary rule under a token capacity (as a run with `token_capacity = cap` and
+/// capacity `k` applies it): incumbents are the greedy fill of `cap` tokens (and at most `k`
+/// documents) by `mean / tokens` (ties by position), challengers the others that fit alone;
+/// the pairs compare value per token, `z = (mu_i/t_i - mu_j/t_j) / sqrt(s_i²/t_i² +
+/// s_j²/t_j² + 1e-12)`, with the ties and the choice of member as [`boundary_pick`].
+pub fn boundary_pick_tokens(
+    mean: &[f64],
+    var: &[f64],
+    y: &[Option<f64>],
+    tokens: &[u64],
+    cap: u64,
+    k: usize,
+) -> Result<Option<usize>> {
+    check_lengths(mean.len(), var.len(), y.len())?;
+    check_lengths(mean.len(), tokens.len(), mean.len())?;
+    if let Some(i) = tokens.iter().position(|&t| t == 0) {
+        return Err(Error::invalid(format!("tokens[{i}]"), "is 0"));
+    }
+    let fill = Fill { tokens, cap, k };
+    Ok(fill.boundary(mean, var, y))
+}
+
 /// The same lengths for `mean`, `var` and the scores.
 fn check_lengths(n: usize, var: usize, y: usize) -> Result<()> {
     if var != n || y != n {
@@ -473,10 +810,8 @@ fn boundary_scan(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Opti
     idx.select_nth_unstable_by(k - 1, |&a, &b| before(a, b));
     let (inc, ch) = idx.split_at_mut(k);
     inc.sort_unstable_by(|&a, &b| before(a, b));
-    // Challengers come off a heap in rank order, only as far as the scan needs them: the
-    // gap to an incumbent only grows along the ranking, so once
-    // gap / sqrt(s_i² + max challenger s² + 1e-12) reaches the best z, no later challenger
-    // can beat it.
+    let inc: &[usize] = inc;
+    // Challengers come off a heap in rank order, only as far as the scan needs them.
     struct C<'m>(usize, &'m [f64]);
     impl PartialEq for C<'_> {
         fn eq(&self, o: &Self) -> bool {
@@ -496,15 +831,38 @@ fn boundary_scan(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Opti
     }
     let smax2 = ch.iter().map(|&j| var[j]).fold(0.0f64, f64::max);
     let mut heap: BinaryHeap<C<'_>> = ch.iter().map(|&j| C(j, mean)).collect();
+    scan_pairs(mean, var, y, inc, smax2, || heap.pop().map(|c| c.0))
+}
+
+/// The boundary rule over given incumbents and challengers, each in rank order (a token
+/// capacity's greedy set and the documents that could enter it).
+fn boundary_over(mean: &[f64], var: &[f64], y: &[Option<f64>], inc: &[usize], ch: &[usize]) -> Option<usize> {
+    let smax2 = ch.iter().map(|&j| var[j]).fold(0.0f64, f64::max);
+    let mut it = ch.iter().copied();
+    scan_pairs(mean, var, y, inc, smax2, || it.next())
+}
+
+/// The pair scan of the boundary rule: challengers come from `next` in rank order, only as
+/// far as the scan needs them: the gap to an incumbent only grows along the ranking, so
+/// once `gap / sqrt(s_i² + smax2 + 1e-12)` reaches the best z (`smax2` bounds the
+/// challengers' variances), no later challenger can beat it.
+fn scan_pairs(
+    mean: &[f64],
+    var: &[f64],
+    y: &[Option<f64>],
+    inc: &[usize],
+    smax2: f64,
+    mut next: impl FnMut() -> Option<usize>,
+) -> Option<usize> {
     let mut ranked: Vec<usize> = Vec::new();
     let mut best: Option<(f64, usize, usize)> = None;
-    for &i in inc.iter() {
+    for &i in inc {
         let si2 = var[i];
         let mut p = 0;
         loop {
             if p == ranked.len() {
-                match heap.pop() {
-                    Some(c) => ranked.push(c.0),
+                match next() {
+                    Some(c) => ranked.push(c),
                     None => break,
                 }
             }
@@ -547,16 +905,20 @@ pub fn ucb_pick(mean: &[f64], var: &[f64], y: &[Option<f64>], beta: f64) -> Resu
     Ok(crate::backend::gp::ucb_argmax(mean, var, &scored, beta))
 }
 
-/// RGS: seed with the MIPS top-1; repeatedly take the best-scored document whose
-/// neighbours are not yet expanded (a max-heap by oracle score, capped at `heap_cap`),
-/// score its unscored neighbours in the `degree`-NN graph (by kernel value), until the
-/// budget is spent. When the heap empties, the next unscored document in MIPS order seeds.
-/// The graph is never built whole: an expanded document's neighbours come from its kernel
-/// row, read when it is expanded (at most `budget` rows, `O(N d)` each).
+/// RGS (App. C.2): score the MIPS top-`seeds` in one call and push them on a max-heap by
+/// oracle score (capped at `heap_cap`); repeatedly pop the best-scored document not yet
+/// expanded and score, in one call, its unscored neighbours in the `degree`-NN graph (by
+/// kernel value, ties to the lower index), push them and truncate the heap, until the
+/// budget is spent. When the heap empties, the next unscored document in MIPS order seeds
+/// (App. C.2 does not say; this keeps the budget working). With `seeds = budget` it is
+/// single-stage rerank. The graph is never built whole: an expanded document's neighbours
+/// come from its kernel row, read when it is expanded (at most `budget` rows, `O(N d)`
+/// each); the paper's DiskANN graph is approximate, this one is exact.
 fn rgs(
     run: &mut Run<'_>,
     kernel: &dyn KernelRows,
     budget: usize,
+    seeds: usize,
     degree: usize,
     heap_cap: usize,
 ) -> Result<()> {
@@ -574,14 +936,19 @@ fn rgs(
         o.sort_by(by);
         o
     };
-    let mut heap: Vec<(f64, usize)> = Vec::new(); // kept sorted: best first
+    // Kept sorted: best score first, ties to the lower index.
+    let mut heap: Vec<(f64, usize)> = Vec::new();
+    let order = |heap: &mut Vec<(f64, usize)>| {
+        heap.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        heap.truncate(heap_cap);
+    };
+    let first: Vec<usize> = (0..seeds.min(budget).min(n)).collect();
+    let ys = run.call(&first)?;
+    heap.extend(ys.into_iter().zip(first));
+    order(&mut heap);
     let mut next_seed = 0;
     while run.scored.len() < budget {
-        let Some((_, top)) = (if heap.is_empty() {
-            None
-        } else {
-            Some(heap.remove(0))
-        }) else {
+        if heap.is_empty() {
             while next_seed < n && run.y[next_seed].is_some() {
                 next_seed += 1;
             }
@@ -591,7 +958,8 @@ fn rgs(
             let y = run.call(&[next_seed])?[0];
             heap.push((y, next_seed));
             continue;
-        };
+        }
+        let (_, top) = heap.remove(0);
         let left = budget - run.scored.len();
         let fresh: Vec<usize> = neighbours(top)
             .into_iter()
@@ -599,11 +967,8 @@ fn rgs(
             .take(left)
             .collect();
         let ys = run.call(&fresh)?;
-        for (&j, &y) in fresh.iter().zip(&ys) {
-            heap.push((y, j));
-        }
-        heap.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        heap.truncate(heap_cap);
+        heap.extend(ys.into_iter().zip(fresh));
+        order(&mut heap);
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use crate::similarity::{Kernel, KernelKind};
 /// (`prior`, `graph-degree`); a front end renames them to its flags or arguments.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RerankOptions<'a> {
-    /// `boundary-morph`, `bagel`, `single-stage` or `rgs`.
+    /// `boundary-morph`, `bagel`, `single-stage`, `rgs` or `rgs-simple`.
     pub method: &'a str,
     /// Oracle calls allowed, `B`.
     pub budget: usize,
@@ -21,14 +21,22 @@ pub struct RerankOptions<'a> {
     pub kernel: Option<&'a str>,
     /// vMF's concentration, fixed (vmf only).
     pub kappa: Option<f32>,
-    /// `mips` (default) or `zero` (boundary-morph only).
+    /// `mips` (default), `zero` or `adaptive` (boundary-morph only).
     pub prior: Option<&'a str>,
     /// `boundary` (default) or `ucb` (boundary-morph only).
     pub acquisition: Option<&'a str>,
     /// UCB's `beta0`, by default 1 (bagel, and boundary-morph with `ucb`).
     pub beta0: Option<f64>,
-    /// RGS's graph degree, by default 16 (rgs only).
+    /// RGS's graph degree, by default 10 for rgs and 16 for rgs-simple.
     pub graph_degree: Option<usize>,
+    /// RGS's seed split `n_seeds = round(B / seed_div)`, by default 2 (rgs only).
+    pub seed_div: Option<f64>,
+    /// RGS's heap cap fraction, `L_s = max(n_seeds, round(frac B))`, by default 1 (rgs only).
+    pub frac: Option<f64>,
+    /// Documents per oracle call, by default 1 (boundary-morph and bagel).
+    pub batch: Option<usize>,
+    /// A token capacity (needs the documents' token counts).
+    pub token_capacity: Option<u64>,
 }
 
 impl<'a> RerankOptions<'a> {
@@ -45,6 +53,10 @@ impl<'a> RerankOptions<'a> {
             acquisition: None,
             beta0: None,
             graph_degree: None,
+            seed_div: None,
+            frac: None,
+            batch: None,
+            token_capacity: None,
         }
     }
 
@@ -66,17 +78,25 @@ impl<'a> RerankOptions<'a> {
         only(self.prior.is_some(), "prior", &[M::BoundaryMorph])?;
         only(self.acquisition.is_some(), "acquisition", &[M::BoundaryMorph])?;
         only(self.beta0.is_some(), "beta0", &[M::BoundaryMorph, M::Bagel])?;
-        only(self.graph_degree.is_some(), "graph-degree", &[M::Rgs])?;
+        only(
+            self.graph_degree.is_some(),
+            "graph-degree",
+            &[M::Rgs, M::RgsSimple],
+        )?;
+        only(self.seed_div.is_some(), "seed-div", &[M::Rgs])?;
+        only(self.frac.is_some(), "frac", &[M::Rgs])?;
+        only(self.batch.is_some(), "batch", &[M::BoundaryMorph, M::Bagel])?;
         if self.graph_degree == Some(0) {
             return Err(Error::invalid("graph-degree", "must be at least 1"));
         }
         let prior = match self.prior.unwrap_or("mips") {
             "mips" => Prior::Mips,
             "zero" => Prior::Zero,
+            "adaptive" => Prior::Adaptive,
             p => {
                 return Err(Error::invalid(
                     "prior",
-                    format!("unknown prior '{p}' (mips, zero)"),
+                    format!("unknown prior '{p}' (mips, zero, adaptive)"),
                 ))
             }
         };
@@ -100,11 +120,39 @@ impl<'a> RerankOptions<'a> {
         cfg.prior = prior;
         cfg.acquisition = acquisition;
         cfg.beta0 = self.beta0.unwrap_or(1.0);
-        cfg.graph_degree = self.graph_degree.unwrap_or(16);
+        if let Some(r) = self.graph_degree {
+            cfg.graph_degree = r;
+        }
+        if let Some(x) = self.seed_div {
+            cfg.seed_div = x;
+        }
+        if let Some(x) = self.frac {
+            cfg.frac = x;
+        }
+        cfg.batch = self.batch.unwrap_or(1);
+        cfg.token_capacity = self.token_capacity;
         cfg.kernel = match (kind, self.kappa) {
             (KernelKind::Vmf, Some(k)) => KernelChoice::Fixed(Kernel::Vmf { kappa: k }),
             _ => KernelChoice::Median(kind),
         };
         Ok(cfg)
     }
+}
+
+/// Token counts given as numbers (a JSON array, an .npy, a texts file's "tokens"): each a
+/// whole number >= 1; errors name `what` and the position.
+pub fn token_counts(v: &[f64], what: &str) -> Result<Vec<u64>> {
+    v.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            if x.is_finite() && x >= 1.0 && x.fract() == 0.0 && x <= 9.0e15 {
+                Ok(x as u64)
+            } else {
+                Err(Error::invalid(
+                    what,
+                    format!("token count {i} is {x}, not a whole number >= 1"),
+                ))
+            }
+        })
+        .collect()
 }

@@ -105,6 +105,10 @@ pub fn rerank(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
         acquisition: acquisition.as_deref(),
         beta0: f.num("beta0")?,
         graph_degree: f.count("graph_degree")?,
+        seed_div: f.num("seed_div")?,
+        frac: f.num("frac")?,
+        batch: f.count("batch")?,
+        token_capacity: f.count("token_capacity")?.map(|t| t as u64),
         ..RerankOptions::new(&method, budget, capacity)
     };
     let cfg = opts.config()?;
@@ -118,6 +122,10 @@ pub fn rerank(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
     let timeout = f.num("oracle_timeout")?;
     let texts = f.strs("texts")?;
     let query_text = f.str("query_text")?;
+    let tokens = match f.nums("tokens")? {
+        Some(v) => Some(crate::rerank::options::token_counts(&v, "tokens")?),
+        None => None,
+    };
     let pool = pool_of(s, &mut f, true)?.expect("required");
     f.done()?;
     let reranker = Reranker::new(&s.engine, cfg)?;
@@ -192,7 +200,7 @@ pub fn rerank(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
         inner: oracle.as_mut(),
         spent: std::time::Duration::ZERO,
     };
-    let r = reranker.rerank(&pool, &query, &mut timed)?;
+    let r = reranker.rerank_tokens(&pool, &query, tokens.as_deref(), &mut timed)?;
     let oracle_ms = timed.spent.as_secs_f64() * 1e3;
     Ok(r.to_json(method, t.elapsed().as_secs_f64() * 1e3 - oracle_ms, oracle_ms))
 }

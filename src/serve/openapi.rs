@@ -84,12 +84,13 @@ pub fn document() -> Value {
     );
     let rerank = body(
         json!({
-            "method": enumerated(&["boundary-morph", "bagel", "single-stage", "rgs"]),
+            "method": enumerated(&["boundary-morph", "bagel", "single-stage", "rgs", "rgs-simple"]),
             "pool": string(), "embeddings": embeddings(), "query": nums(),
             "budget": count(), "capacity": count(),
             "kernel": enumerated(&["vmf", "cosine", "rbf", "matern52"]), "kappa": num(),
-            "prior": enumerated(&["mips", "zero"]), "acquisition": enumerated(&["boundary", "ucb"]),
-            "beta0": num(), "graph_degree": count(),
+            "prior": enumerated(&["mips", "zero", "adaptive"]), "acquisition": enumerated(&["boundary", "ucb"]),
+            "beta0": num(), "graph_degree": count(), "seed_div": num(), "frac": num(),
+            "batch": count(), "token_capacity": count(), "tokens": nums(),
             "oracle_scores": nums(), "oracle_url": string(), "oracle_api": enumerated(&["tei", "cohere"]),
             "oracle_timeout": num(), "texts": strings(), "query_text": string(),
         }),

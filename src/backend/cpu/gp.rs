@@ -1,8 +1,8 @@
 //! The GP store on the CPU ([`GpStore`]): `V` in f32 (each row computed in f64 and rounded
-//! once for storage, halving the memory the O(t N) update streams), `colsq`, `a`, `b` in
+//! once for storage, halving the memory the O(t N) update streams), `colsq`, `a`, `b`, `c` in
 //! f64; kernel rows from a [`KernelRows`] source, on demand.
 
-use crate::backend::gp::{check_len, GpStore, KernelRows};
+use crate::backend::gp::{check_len, check_rows, posterior_mean, GpStore, KernelRows, Readout, RowWeights};
 use crate::error::Result;
 use rayon::prelude::*;
 
@@ -16,6 +16,7 @@ pub struct CpuStore<'a> {
     colsq: Vec<f64>,
     a: Vec<f64>,
     b: Vec<f64>,
+    c: Vec<f64>,
     scratch: Vec<f64>,
 }
 
@@ -32,6 +33,7 @@ impl<'a> CpuStore<'a> {
             colsq: vec![0.0; n],
             a: vec![0.0; n],
             b: vec![0.0; n],
+            c: vec![0.0; n],
             scratch: vec![0.0; n],
         }
     }
@@ -49,7 +51,7 @@ impl GpStore for CpuStore<'_> {
     fn reset(&mut self) -> Result<()> {
         self.t = 0;
         self.v.clear();
-        for s in [&mut self.colsq, &mut self.a, &mut self.b] {
+        for s in [&mut self.colsq, &mut self.a, &mut self.b, &mut self.c] {
             s.iter_mut().for_each(|x| *x = 0.0);
         }
         Ok(())
@@ -65,7 +67,7 @@ impl GpStore for CpuStore<'_> {
         Ok((0..self.t).map(|s| f64::from(self.v[s * self.n + j])).collect())
     }
 
-    fn append(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, urn: f64, u1n: f64) -> Result<()> {
+    fn append(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, w: RowWeights) -> Result<()> {
         check_len("GP append: l", l.len(), self.t)?;
         let (t, n) = (self.t, self.n);
         let mut row = std::mem::take(&mut self.scratch);
@@ -73,7 +75,7 @@ impl GpStore for CpuStore<'_> {
             Some(j) => self.rows.row(j, &mut row),
             None => self.rows.query_row(&mut row),
         }
-        // row = (K(new, pool) - l^T V) / l_nn, then colsq, a, b, and the stored f32 row, in
+        // row = (K(new, pool) - l^T V) / l_nn, then colsq, a, b, c, and the stored f32 row, in
         // one pass over column chunks on every core.
         self.v.resize((t + 1) * n, 0.0);
         const CH: usize = 512;
@@ -83,8 +85,9 @@ impl GpStore for CpuStore<'_> {
             .zip(new.par_chunks_mut(CH))
             .zip(self.colsq.par_chunks_mut(CH))
             .zip(self.a.par_chunks_mut(CH).zip(self.b.par_chunks_mut(CH)))
+            .zip(self.c.par_chunks_mut(CH))
             .enumerate()
-            .for_each(|(c, (((out, vnew), cs), (aa, bb)))| {
+            .for_each(|(c, ((((out, vnew), cs), (aa, bb)), cc))| {
                 let c0 = c * CH;
                 let len = out.len();
                 let seg = |s: usize| &old[s * n + c0..s * n + c0 + len];
@@ -102,8 +105,9 @@ impl GpStore for CpuStore<'_> {
                     out[i] = x;
                     vnew[i] = x as f32;
                     cs[i] += x * x;
-                    aa[i] += urn * x;
-                    bb[i] += u1n * x;
+                    aa[i] += w.r * x;
+                    bb[i] += w.one * x;
+                    cc[i] += w.prior * x;
                 }
             });
         self.scratch = row;
@@ -111,14 +115,28 @@ impl GpStore for CpuStore<'_> {
         Ok(())
     }
 
-    fn posterior(&mut self, m: f64, s: f64, mean: &mut [f64], var: &mut [f64]) -> Result<()> {
+    fn reweight(&mut self, from: usize, w: &[f64]) -> Result<()> {
+        check_rows(from, w.len(), self.t)?;
+        let (n, v) = (self.n, &self.v);
+        self.a.par_chunks_mut(512).enumerate().for_each(|(c, aa)| {
+            let c0 = c * 512;
+            for (i, x) in aa.iter_mut().enumerate() {
+                let mut acc = *x;
+                for (s, &ws) in w.iter().enumerate() {
+                    acc = ws.mul_add(f64::from(v[(from + s) * n + c0 + i]), acc);
+                }
+                *x = acc;
+            }
+        });
+        Ok(())
+    }
+
+    fn posterior(&mut self, at: Readout, mean: &mut [f64], var: &mut [f64]) -> Result<()> {
         check_len("GP posterior: mean", mean.len(), self.n)?;
         check_len("GP posterior: var", var.len(), self.n)?;
         for i in 0..self.n {
-            // Grouped so structurally equal means stay bit-equal (zero prior, query only:
-            // a == b and m == 1, so every mean is exactly 1 and ties go to MIPS order).
-            mean[i] = (self.mu0[i] + m) + (self.a[i] - m * self.b[i]);
-            var[i] = s * s * (1.0 - self.colsq[i]).max(0.0);
+            mean[i] = posterior_mean(self.mu0[i], self.a[i], self.b[i], self.c[i], at);
+            var[i] = at.s * at.s * (1.0 - self.colsq[i]).max(0.0);
         }
         Ok(())
     }

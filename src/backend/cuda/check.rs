@@ -16,7 +16,7 @@ use super::raw::Lane;
 use super::selftest::mmr_direct;
 use super::{Device, DeviceInfo};
 use crate::backend::cpu;
-use crate::backend::gp::{GpStore, KernelRows, PoolKernel};
+use crate::backend::gp::{GpStore, KernelRows, PoolKernel, Readout, RowWeights};
 use crate::backend::picker::{Picker, PickerInputs, PickerKind, Rows};
 use crate::backend::report::{max_rel_err, random, rel_err, worst, CheckReport};
 use crate::backend::Resident;
@@ -156,13 +156,17 @@ pub(crate) fn primitives(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> 
     // GP posterior moments against their host definition.
     let n = 9_973;
     let v = |rng: &mut Rng| -> Vec<f64> { (0..n).map(|_| rng.normal()).collect() };
-    let (mu0, a, b) = (v(rng), v(rng), v(rng));
+    let (mu0, a, b, c) = (v(rng), v(rng), v(rng), v(rng));
     let colsq: Vec<f64> = (0..n).map(|_| 1.2 * rng.uniform()).collect();
-    let (m, sd) = (0.3, 1.7);
-    let (mean, var) = posterior_of(&lane, &mu0, &a, &b, &colsq, m, sd)?;
+    let at = Readout {
+        m: 0.3,
+        s: 1.7,
+        delta: 0.35,
+    };
+    let (mean, var) = posterior_of(&lane, &mu0, [&a, &b, &c], &colsq, at)?;
     let err = worst((0..n).map(|i| {
-        let wm = (mu0[i] + m) + (a[i] - m * b[i]);
-        let wv = sd * sd * (1.0 - colsq[i]).max(0.0);
+        let wm = (mu0[i] + at.m) + (a[i] - at.m * b[i]) + at.delta * (c[i] - mu0[i]);
+        let wv = at.s * at.s * (1.0 - colsq[i]).max(0.0);
         rel_err(mean[i], wm).max(rel_err(var[i], wv))
     }));
     rep.check("GP posterior moments n=9973", err, 1e-12);
@@ -212,15 +216,29 @@ fn kernel_rows_and_gp_store(dev: &Device, lane: &Lane, rng: &mut Rng, rep: &mut 
         .collect();
     for (t, &o) in obs.iter().enumerate() {
         let l: Vec<f64> = (0..t).map(|_| 0.1 * rng.normal()).collect();
-        let (lnn, urn, u1n) = (1.0 + rng.uniform(), rng.normal(), rng.normal());
-        cpu_store.append(o, &l, lnn, urn, u1n)?;
-        dev_store.append(o, &l, lnn, urn, u1n)?;
+        let lnn = 1.0 + rng.uniform();
+        let w = RowWeights {
+            r: rng.normal(),
+            one: rng.normal(),
+            prior: rng.normal(),
+        };
+        cpu_store.append(o, &l, lnn, w)?;
+        dev_store.append(o, &l, lnn, w)?;
     }
+    // Rows 60..70's residuals revised (a batch's fantasised scores replaced).
+    let dw: Vec<f64> = (0..10).map(|_| rng.normal()).collect();
+    cpu_store.reweight(60, &dw)?;
+    dev_store.reweight(60, &dw)?;
     let (mut m1, mut v1, mut m2, mut v2) = (vec![0.0; n], vec![0.0; n], vec![f64::NAN; n], vec![f64::NAN; n]);
-    cpu_store.posterior(0.2, 1.3, &mut m1, &mut v1)?;
-    dev_store.posterior(0.2, 1.3, &mut m2, &mut v2)?;
+    let at = Readout {
+        m: 0.2,
+        s: 1.3,
+        delta: 0.4,
+    };
+    cpu_store.posterior(at, &mut m1, &mut v1)?;
+    dev_store.posterior(at, &mut m2, &mut v2)?;
     rep.check(
-        "GP store: 71 appends (capacity doubled), posterior n=517",
+        "GP store: 71 appends (capacity doubled), 10 rows reweighted, posterior n=517",
         worst((0..n).map(|i| rel_err(m2[i], m1[i]).max(rel_err(v2[i], v1[i])))),
         1e-4,
     );
@@ -237,7 +255,7 @@ fn kernel_rows_and_gp_store(dev: &Device, lane: &Lane, rng: &mut Rng, rep: &mut 
     );
     let scored: Vec<bool> = (0..n).map(|_| rng.below(3) == 0).collect();
     let want = crate::backend::gp::ucb_argmax(&m2, &v2, &scored, 0.7);
-    let got = dev_store.ucb_pick(0.2, 1.3, &scored, 0.7)?;
+    let got = dev_store.ucb_pick(at, &scored, 0.7)?;
     rep.same(
         "GP store: UCB pick on the device",
         got == want,

@@ -4,7 +4,7 @@
 
 use super::gram::{gram_into, upload_rows, DevPool, Elem, GramPath};
 use super::Device;
-use crate::backend::gp::{GpStore, PoolKernel};
+use crate::backend::gp::{GpStore, PoolKernel, Readout, RowWeights};
 use crate::backend::picker::Rows;
 use crate::backend::{EngineOptions, Resident};
 use crate::embeddings::Embeddings;
@@ -275,11 +275,21 @@ fn a_failed_step_poisons_the_picker_and_the_gp_store() {
     .unwrap();
     let mu0 = vec![0.0; 77];
     let mut s = super::gp::DevStore::new(&d, &rows, &src, &mu0).unwrap();
-    s.append(None, &[], 1.0, 0.5, 0.5).unwrap();
+    let w = RowWeights {
+        r: 0.5,
+        one: 0.5,
+        prior: 0.0,
+    };
+    s.append(None, &[], 1.0, w).unwrap();
     super::raw::inject_launch_failure(1);
-    assert!(s.append(Some(4), &[0.1], 1.0, 0.5, 0.5).is_err());
+    assert!(s.append(Some(4), &[0.1], 1.0, w).is_err());
+    let at = Readout {
+        m: 0.0,
+        s: 1.0,
+        delta: 0.0,
+    };
     let again = s
-        .posterior(0.0, 1.0, &mut vec![0.0; 77], &mut vec![0.0; 77])
+        .posterior(at, &mut vec![0.0; 77], &mut vec![0.0; 77])
         .unwrap_err();
     assert!(again.to_string().contains("earlier"), "{again}");
 }
@@ -381,12 +391,19 @@ fn race_check_every_kernel_on_os_threads() {
     .unwrap();
     let mu0 = vec![0.5; 67];
     let mut s = super::gp::DevStore::new(&d, &rows, &src, &mu0).unwrap();
-    s.append(None, &[], 1.0, 0.3, 0.2).unwrap();
+    let w = |r, one, prior| RowWeights { r, one, prior };
+    s.append(None, &[], 1.0, w(0.3, 0.2, 0.1)).unwrap();
     let l = s.column(5).unwrap();
-    s.append(Some(5), &l, 0.9, 0.1, 0.4).unwrap();
+    s.append(Some(5), &l, 0.9, w(0.1, 0.4, 0.2)).unwrap();
+    s.reweight(1, &[0.3]).unwrap();
     let (mut m, mut v) = (vec![0.0; 67], vec![0.0; 67]);
-    s.posterior(0.1, 1.2, &mut m, &mut v).unwrap();
-    s.ucb_pick(0.1, 1.2, &[false; 67], 1.0).unwrap();
+    let at = Readout {
+        m: 0.1,
+        s: 1.2,
+        delta: 0.3,
+    };
+    s.posterior(at, &mut m, &mut v).unwrap();
+    s.ucb_pick(at, &[false; 67], 1.0).unwrap();
     super::emulate_with_os_threads(false);
     let after = super::emulated_launches();
     let missing: Vec<&str> = after

@@ -1,5 +1,5 @@
 //! The GP store on the device ([`GpStore`]; rerank/gp.rs keeps `L`, the observations and
-//! the standardisation on the host): `V` (f32, `t × n`), `colsq`, `a`, `b` (f64), the
+//! the standardisation on the host): `V` (f32, `t × n`), `colsq`, `a`, `b`, `c` (f64), the
 //! kernel row of each new observation computed on the device from the resident pool, the
 //! posterior moments and GP-UCB's argmax on the device. Per observation: one kernel-row
 //! launch, one append launch, and a read of `t` floats (the new column of `V`).
@@ -8,7 +8,7 @@ use super::gram::{kernel_row, DevRows};
 use super::greedy::ArgmaxBufs;
 use super::raw::{self, Buf, Lane};
 use super::{checked_len, per_elem, to_i32, to_i64, Device, Poison};
-use crate::backend::gp::{GpStore, PoolKernel};
+use crate::backend::gp::{check_rows, GpStore, PoolKernel, Readout, RowWeights};
 use crate::error::{Error, Result};
 use crate::similarity::Kernel;
 
@@ -24,11 +24,13 @@ pub struct DevStore<'a> {
     cap: usize,
     t: usize,
     v: Buf<f32>,
-    /// `colsq`, `a`, `b` back to back.
+    /// `colsq`, `a`, `b`, `c` back to back.
     sums: Buf<f64>,
     krow: Buf<f32>,
     l: Buf<f64>,
     col: Buf<f32>,
+    /// Reweighting's weights.
+    w: Buf<f64>,
     mu0: Buf<f64>,
     mean: Buf<f64>,
     var: Buf<f64>,
@@ -74,7 +76,8 @@ impl<'a> DevStore<'a> {
             query: lane.upload(&src.query)?,
             qinv,
             v: lane.zeros(cap * n)?,
-            sums: lane.zeros(3 * n)?,
+            sums: lane.zeros(4 * n)?,
+            w: lane.zeros(cap)?,
             krow: lane.zeros(n)?,
             l: lane.zeros(cap)?,
             col: lane.zeros(cap)?,
@@ -95,7 +98,7 @@ impl<'a> DevStore<'a> {
     }
 
     /// The posterior into the device's `mean` and `var`.
-    fn posterior_dev(&mut self, m: f64, s: f64) -> Result<()> {
+    fn posterior_dev(&mut self, at: Readout) -> Result<()> {
         let n = self.n;
         raw::gp_posterior_f64(
             &self.lane,
@@ -103,9 +106,11 @@ impl<'a> DevStore<'a> {
             self.mu0.v(),
             self.sums.slice(n..2 * n),
             self.sums.slice(2 * n..3 * n),
+            self.sums.slice(3 * n..4 * n),
             self.sums.slice(0..n),
-            m,
-            s,
+            at.m,
+            at.s,
+            at.delta,
             to_i64(n),
             self.mean.vm(),
             self.var.vm(),
@@ -137,21 +142,27 @@ impl GpStore for DevStore<'_> {
         self.poison.guard(r)
     }
 
-    fn append(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, urn: f64, u1n: f64) -> Result<()> {
+    fn append(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, w: RowWeights) -> Result<()> {
         self.poison.check(self.rows.ordinal)?;
-        let r = self.append_inner(obs, l, lnn, urn, u1n);
+        let r = self.append_inner(obs, l, lnn, w);
         self.poison.guard(r)
     }
 
-    fn posterior(&mut self, m: f64, s: f64, mean: &mut [f64], var: &mut [f64]) -> Result<()> {
+    fn reweight(&mut self, from: usize, w: &[f64]) -> Result<()> {
         self.poison.check(self.rows.ordinal)?;
-        let r = self.posterior_inner(m, s, mean, var);
+        let r = self.reweight_inner(from, w);
         self.poison.guard(r)
     }
 
-    fn ucb_pick(&mut self, m: f64, s: f64, scored: &[bool], beta: f64) -> Result<Option<usize>> {
+    fn posterior(&mut self, at: Readout, mean: &mut [f64], var: &mut [f64]) -> Result<()> {
         self.poison.check(self.rows.ordinal)?;
-        let r = self.ucb_inner(m, s, scored, beta);
+        let r = self.posterior_inner(at, mean, var);
+        self.poison.guard(r)
+    }
+
+    fn ucb_pick(&mut self, at: Readout, scored: &[bool], beta: f64) -> Result<Option<usize>> {
+        self.poison.check(self.rows.ordinal)?;
+        let r = self.ucb_inner(at, scored, beta);
         self.poison.guard(r)
     }
 }
@@ -174,7 +185,7 @@ impl DevStore<'_> {
         Ok(c.into_iter().map(f64::from).collect())
     }
 
-    fn append_inner(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, urn: f64, u1n: f64) -> Result<()> {
+    fn append_inner(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, w: RowWeights) -> Result<()> {
         checked_len("GP append: l", l.len(), self.t)?;
         let (n, d) = (self.n, self.rows.d);
         if self.t == self.cap {
@@ -184,6 +195,7 @@ impl DevStore<'_> {
             self.v = v;
             self.l = self.lane.zeros(new_cap)?;
             self.col = self.lane.zeros(new_cap)?;
+            self.w = self.lane.zeros(new_cap)?;
             self.cap = new_cap;
         }
         match obs {
@@ -226,25 +238,45 @@ impl DevStore<'_> {
             self.l.v(),
             self.krow.v(),
             lnn,
-            urn,
-            u1n,
+            w.r,
+            w.one,
+            w.prior,
             self.sums.vm(),
         )?;
         self.t += 1;
         Ok(())
     }
 
-    fn posterior_inner(&mut self, m: f64, s: f64, mean: &mut [f64], var: &mut [f64]) -> Result<()> {
+    fn reweight_inner(&mut self, from: usize, w: &[f64]) -> Result<()> {
+        check_rows(from, w.len(), self.t)?;
+        if w.is_empty() {
+            return Ok(());
+        }
+        let n = self.n;
+        self.lane.write(w, self.w.vm())?;
+        raw::gp_reweight_f32(
+            &self.lane,
+            per_elem(n),
+            self.v.v(),
+            to_i64(n),
+            to_i32(from, "GP rows")?,
+            to_i32(w.len(), "GP rows")?,
+            self.w.v(),
+            self.sums.slice_mut(n..2 * n),
+        )
+    }
+
+    fn posterior_inner(&mut self, at: Readout, mean: &mut [f64], var: &mut [f64]) -> Result<()> {
         checked_len("GP posterior: mean", mean.len(), self.n)?;
         checked_len("GP posterior: var", var.len(), self.n)?;
-        self.posterior_dev(m, s)?;
+        self.posterior_dev(at)?;
         self.lane.read(self.mean.v(), mean)?;
         self.lane.read(self.var.v(), var)
     }
 
-    fn ucb_inner(&mut self, m: f64, s: f64, scored: &[bool], beta: f64) -> Result<Option<usize>> {
+    fn ucb_inner(&mut self, at: Readout, scored: &[bool], beta: f64) -> Result<Option<usize>> {
         checked_len("scored", scored.len(), self.n)?;
-        self.posterior_dev(m, s)?;
+        self.posterior_dev(at)?;
         let flags: Vec<u8> = scored.iter().map(|&s| u8::from(s)).collect();
         self.lane.write(&flags, self.scored.vm())?;
         let am = &mut self.am;
@@ -267,24 +299,22 @@ impl DevStore<'_> {
 
 /// The GP posterior in oracle units on the device from given running sums (the check of
 /// the posterior kernel against its host definition).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn posterior_of(
     lane: &Lane,
     mu0: &[f64],
-    a: &[f64],
-    b: &[f64],
+    [a, b, c]: [&[f64]; 3],
     colsq: &[f64],
-    m: f64,
-    s: f64,
+    at: Readout,
 ) -> Result<(Vec<f64>, Vec<f64>)> {
     let n = mu0.len();
-    for (what, v) in [("a", a), ("b", b), ("colsq", colsq)] {
+    for (what, v) in [("a", a), ("b", b), ("c", c), ("colsq", colsq)] {
         checked_len(what, v.len(), n)?;
     }
-    let (mu0, a, b, colsq) = (
+    let (mu0, a, b, c, colsq) = (
         lane.upload(mu0)?,
         lane.upload(a)?,
         lane.upload(b)?,
+        lane.upload(c)?,
         lane.upload(colsq)?,
     );
     let mut mean = lane.filled(n, f64::NAN)?;
@@ -295,9 +325,11 @@ pub(crate) fn posterior_of(
         mu0.v(),
         a.v(),
         b.v(),
+        c.v(),
         colsq.v(),
-        m,
-        s,
+        at.m,
+        at.s,
+        at.delta,
         to_i64(n),
         mean.vm(),
         var.vm(),

@@ -28,7 +28,19 @@ pub struct EvalArgs {
     /// Capacities, comma-separated, each in 1..=10000.
     #[arg(long, default_value = "50,100", allow_hyphen_values = true)]
     pub capacities: String,
-    /// Draw CE-nCG@k against budget to this PNG.
+    /// Problem modes, comma-separated: diffuse (the query's two topics and a far one)
+    /// and trap (the relevant mass far from the MIPS top); each mode has its own problems.
+    #[arg(long, default_value = "diffuse,trap")]
+    pub modes: String,
+    /// A token capacity T for every run (each document has a token count): the columns are
+    /// then token-normalised nCG (see the README).
+    #[arg(long, allow_hyphen_values = true)]
+    pub token_capacity: Option<u64>,
+    /// Skip App. E.1's multimodal mass of each problem (and its correlation with
+    /// BoundaryMORPH's advantage).
+    #[arg(long)]
+    pub no_peaks: bool,
+    /// Draw CE-nCG@k against budget (the first mode) to this PNG.
     #[arg(long)]
     pub plot: Option<PathBuf>,
 }
@@ -37,22 +49,49 @@ pub struct EvalArgs {
 pub fn run(a: EvalArgs) -> Result<()> {
     let budgets: Vec<usize> = parse_list(&a.budgets, "--budgets")?;
     let capacities: Vec<usize> = parse_list(&a.capacities, "--capacities")?;
-    let names = ["problems", "seed", "budgets", "capacities"];
+    let names = [
+        "problems",
+        "seed",
+        "budgets",
+        "capacities",
+        "modes",
+        "token-capacity",
+    ];
+    let mut modes: Vec<eval::Mode> = Vec::new();
+    for m in a.modes.split(',') {
+        let m: eval::Mode = flags(m.trim().parse(), &names)?;
+        if modes.contains(&m) {
+            return Err(Error::invalid("--modes", format!("'{}' is repeated", m.name())));
+        }
+        modes.push(m);
+    }
     flags(
         eval::check(a.problems, a.seed, POOL, &budgets, &capacities),
         &names,
     )?;
+    if a.token_capacity == Some(0) {
+        return Err(Error::invalid("--token-capacity", "must be at least 1"));
+    }
     let seeds = flags(eval::seeds(a.seed, a.problems), &names)?;
     let mut png = match &a.plot {
         Some(p) => Some((p, std::fs::File::create(p).map_err(|e| Error::io(p, e))?)),
         None => None,
     };
+    let spec = eval::Spec {
+        problems: a.problems,
+        seed: a.seed,
+        n: POOL,
+        budgets: budgets.clone(),
+        capacities: capacities.clone(),
+        modes: modes.clone(),
+        token_capacity: a.token_capacity,
+    };
     // A progress line whenever 5 s have passed since the start or the last line: budgets
     // in the thousands take seconds per method (O(B² N)).
     let t = std::time::Instant::now();
     let mut said = 0.0;
-    let cells = flags(
-        eval::run_steps(a.problems, a.seed, POOL, &budgets, &capacities, &mut |s| {
+    let out = flags(
+        eval::run_spec(&spec, !a.no_peaks, &mut |s| {
             let now = t.elapsed().as_secs_f64();
             if now - said >= 5.0 {
                 said = now;
@@ -64,51 +103,111 @@ pub fn run(a: EvalArgs) -> Result<()> {
         }),
         &names,
     )?;
+    let cells = &out.cells;
     if let Some((p, f)) = png.as_mut() {
-        plot::write(f, p, &plot::render(&cells)?)?;
+        let first: Vec<_> = cells.iter().filter(|c| c.mode == modes[0]).cloned().collect();
+        plot::write(f, p, &plot::render(&first)?)?;
     }
-    let mut out = String::new();
+    let (ce, g) = match a.token_capacity {
+        None => ("CE-nCG@k", "nCG@k"),
+        Some(_) => ("CE-nCG_T", "nCG_T"),
+    };
+    let mut o = String::new();
     let _ = writeln!(
-        out,
-        "{} problems, N = 10,000, seeds {}..{}",
+        o,
+        "{} problems per mode, N = 10,000, seeds {}..{}{}",
         a.problems,
         seeds.start(),
-        seeds.end()
+        seeds.end(),
+        a.token_capacity
+            .map(|t| format!(", token capacity {t}"))
+            .unwrap_or_default()
     );
     let _ = writeln!(
-        out,
-        "{:<20} {:>6} {:>6} {:>10} {:>10}",
-        "method", "B", "k", "CE-nCG@k", "nCG@k"
+        o,
+        "{:<8} {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}",
+        "mode", "method", "B", "k", ce, g, "calls"
     );
-    for &b in &budgets {
-        for &k in &capacities {
-            let cell: Vec<_> = cells
-                .iter()
-                .filter(|c| c.budget == b && c.capacity == k)
-                .collect();
-            for c in &cell {
-                let _ = writeln!(
-                    out,
-                    "{:<20} {:>6} {:>6} {:>10.4} {:>10.4}",
-                    c.method, b, k, c.ce_ncg, c.ncg
-                );
-            }
-            if let Some(best) = cell
-                .iter()
-                .filter(|c| c.method.starts_with("bagel"))
-                .max_by(|x, y| x.ce_ncg.total_cmp(&y.ce_ncg))
-            {
-                let _ = writeln!(
-                    out,
-                    "{:<20} {:>6} {:>6} {:>10.4} {:>10.4}",
-                    "bagel(best b0)", b, k, best.ce_ncg, best.ncg
-                );
+    let row = |o: &mut String, c: &eval::Cell, name: &str| {
+        let _ = writeln!(
+            o,
+            "{:<8} {:<20} {:>6} {:>6} {:>10.4} {:>10.4} {:>7.1}",
+            c.mode.name(),
+            name,
+            c.budget,
+            c.capacity,
+            c.ce_ncg,
+            c.ncg,
+            c.rounds
+        );
+    };
+    for &m in &modes {
+        for &b in &budgets {
+            for &k in &capacities {
+                let cell: Vec<_> = cells
+                    .iter()
+                    .filter(|c| c.mode == m && c.budget == b && c.capacity == k)
+                    .collect();
+                for c in &cell {
+                    row(&mut o, c, &c.method);
+                }
+                if let Some(best) = best_bagel(&cell) {
+                    row(&mut o, best, "bagel(best b0)");
+                }
             }
         }
     }
-    print_out(&out)?;
+    if !a.no_peaks {
+        // App. E.1 / §5.3: per problem, multimodal mass against BoundaryMORPH's CE-nCG
+        // advantage over BAGEL (the beta0 best in the cell), at each (B, k).
+        for (mi, &m) in modes.iter().enumerate() {
+            let mm = &out.multimodal_mass[mi];
+            let mean = mm.iter().sum::<f64>() / mm.len().max(1) as f64;
+            let _ = writeln!(o, "{}: multimodal mass mean {mean:.4}", m.name());
+            for &b in &budgets {
+                for &k in &capacities {
+                    let cell: Vec<_> = cells
+                        .iter()
+                        .filter(|c| c.mode == m && c.budget == b && c.capacity == k)
+                        .collect();
+                    let (Some(bm), Some(bg)) = (
+                        cell.iter().find(|c| c.method == "boundary-morph"),
+                        best_bagel(&cell),
+                    ) else {
+                        continue;
+                    };
+                    let adv: Vec<f64> = bm
+                        .per_problem
+                        .iter()
+                        .zip(&bg.per_problem)
+                        .map(|(x, y)| x - y)
+                        .collect();
+                    let rho =
+                        eval::spearman(mm, &adv).map_or_else(|| "n/a".to_string(), |r| format!("{r:+.3}"));
+                    let _ = writeln!(
+                        o,
+                        "{}: B = {b} k = {k}: Spearman rho(multimodal mass, boundary-morph - {}) = {rho}",
+                        m.name(),
+                        bg.method
+                    );
+                }
+            }
+        }
+    }
+    print_out(&o)?;
     if let Some((p, _)) = png {
         eprintln!("wrote {}", p.display());
     }
     Ok(())
+}
+
+/// The BAGEL variant with the best mean CE-nCG in a cell (ties to the first).
+fn best_bagel<'c>(cell: &[&'c eval::Cell]) -> Option<&'c eval::Cell> {
+    cell.iter()
+        .copied()
+        .filter(|c| c.method.starts_with("bagel"))
+        .fold(None, |b: Option<&eval::Cell>, c| match b {
+            Some(x) if x.ce_ncg >= c.ce_ncg => Some(x),
+            _ => Some(c),
+        })
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct RerankArgs {
-    /// boundary-morph, bagel, single-stage or rgs.
+    /// boundary-morph, bagel, single-stage, rgs (App. C.2) or rgs-simple.
     #[arg(long)]
     pub method: String,
     /// The pool, rows in MIPS order (row 0 = MIPS top-1): .npy, .safetensors[:NAME] or .jsonl.
@@ -56,7 +56,8 @@ pub struct RerankArgs {
     /// vMF concentration (default: the median heuristic).
     #[arg(long, allow_hyphen_values = true)]
     pub kappa: Option<f32>,
-    /// boundary-morph's prior: mips (default) or zero.
+    /// boundary-morph's prior: mips (default), zero, or adaptive (the MIPS prior's scale
+    /// re-fitted to the scores after every call, fading to zero when they contradict it).
     #[arg(long)]
     pub prior: Option<String>,
     /// boundary-morph's acquisition: boundary (default) or ucb.
@@ -65,9 +66,28 @@ pub struct RerankArgs {
     /// UCB beta0 (bagel, or boundary-morph with --acquisition ucb). By default 1.
     #[arg(long, allow_hyphen_values = true)]
     pub beta0: Option<f64>,
-    /// RGS k-NN graph degree. By default 16.
+    /// RGS k-NN graph degree. By default 10 (rgs) or 16 (rgs-simple).
     #[arg(long, allow_hyphen_values = true)]
     pub graph_degree: Option<usize>,
+    /// rgs: seeds = round(B / seed-div) MIPS-top documents. By default 2.
+    #[arg(long, allow_hyphen_values = true)]
+    pub seed_div: Option<f64>,
+    /// rgs: heap cap max(seeds, round(frac B)). By default 1.
+    #[arg(long, allow_hyphen_values = true)]
+    pub frac: Option<f64>,
+    /// Documents per oracle call, q (boundary-morph and bagel): each round picks q
+    /// documents (kriging believer) and scores them in one call. By default 1.
+    #[arg(long, allow_hyphen_values = true)]
+    pub batch: Option<usize>,
+    /// Token capacity T: the selected set holds at most T tokens (and --capacity
+    /// documents), filled greedily by value per token. Token counts from --tokens, or from
+    /// the "tokens" field of --texts.
+    #[arg(long, allow_hyphen_values = true)]
+    pub token_capacity: Option<u64>,
+    /// Token counts, one per pool row (a JSON array or 1-D .npy of whole numbers >= 1),
+    /// for --token-capacity.
+    #[arg(long)]
+    pub tokens: Option<PathBuf>,
     /// auto, cpu or cuda.
     #[arg(long, default_value = "auto")]
     pub backend: String,
@@ -98,6 +118,10 @@ pub fn run(a: RerankArgs) -> Result<()> {
         acquisition: a.acquisition.as_deref(),
         beta0: a.beta0,
         graph_degree: a.graph_degree,
+        seed_div: a.seed_div,
+        frac: a.frac,
+        batch: a.batch,
+        token_capacity: a.token_capacity,
         ..RerankOptions::new(&a.method, a.budget, a.capacity)
     };
     let names = [
@@ -108,6 +132,12 @@ pub fn run(a: RerankArgs) -> Result<()> {
         "acquisition",
         "beta0",
         "graph-degree",
+        "seed-div",
+        "frac",
+        "batch",
+        "token-capacity",
+        "tokens",
+        "capacity",
     ];
     let cfg = super::cost::flags(opts.config(), &names)?;
     let method = cfg.method;
@@ -141,8 +171,11 @@ pub fn run(a: RerankArgs) -> Result<()> {
             }
         }
     }
+    if a.tokens.is_some() && a.token_capacity.is_none() {
+        return Err(Error::invalid("--tokens", "applies to --token-capacity"));
+    }
     let opened = open_engine(&a.backend)?;
-    let reranker = Reranker::new(&opened.engine, cfg)?;
+    let reranker = super::cost::flags(Reranker::new(&opened.engine, cfg), &names)?;
     let (pool_rows, query) = match model {
         #[cfg(feature = "embed")]
         Some(dir) => {
@@ -177,6 +210,36 @@ pub fn run(a: RerankArgs) -> Result<()> {
         }
     };
     let n = pool_rows.rows();
+    let tokens = match (a.token_capacity, &a.tokens, &a.texts) {
+        (None, _, _) => None,
+        (Some(_), Some(p), _) => Some(ctxprune::rerank::options::token_counts(
+            &io::load_vector(p, "tokens")?,
+            "--tokens",
+        )?),
+        (Some(_), None, Some(p)) => match io::load_texts(p)?.1 {
+            Some(t) => Some(ctxprune::rerank::options::token_counts(&t, "--texts")?),
+            None => {
+                return Err(Error::invalid(
+                    "--token-capacity",
+                    "needs token counts: --tokens FILE, or a \"tokens\" field in --texts",
+                ))
+            }
+        },
+        (Some(_), None, None) => {
+            return Err(Error::invalid(
+                "--token-capacity",
+                "needs token counts: --tokens FILE, or a \"tokens\" field in --texts",
+            ))
+        }
+    };
+    if let Some(t) = &tokens {
+        if t.len() != n {
+            return Err(Error::invalid(
+                if a.tokens.is_some() { "--tokens" } else { "--texts" },
+                format!("{} token counts for a pool of {n}", t.len()),
+            ));
+        }
+    }
     let mut oracle: Box<dyn ctxprune::rerank::Oracle> = match (&a.oracle_scores, &a.oracle_url) {
         (Some(p), None) => {
             let scores = io::load_vector(p, "oracle scores")?;
@@ -237,7 +300,10 @@ pub fn run(a: RerankArgs) -> Result<()> {
         inner: oracle.as_mut(),
         spent: std::time::Duration::ZERO,
     };
-    let r = reranker.rerank(&pool, &query, &mut timed)?;
+    let r = super::cost::flags(
+        reranker.rerank_tokens(&pool, &query, tokens.as_deref(), &mut timed),
+        &names,
+    )?;
     let oracle_ms = timed.spent.as_secs_f64() * 1e3;
     let elapsed_ms = t.elapsed().as_secs_f64() * 1e3 - oracle_ms;
     opened.print_note();

@@ -1,0 +1,455 @@
+//! Budgeted top-k beyond the paper (issue 15): batches against a dense replay of the
+//! kriging believer, the rank-q append and revisions against q rank-1 appends and a dense
+//! refit, the adaptive prior against a dense generalised least-squares fit, token capacity
+//! on hand-made pools, App. C.2's RGS against its degenerate case, and App. E.1's
+//! multimodal mass and the token-normalised nCG by hand.
+
+use crate::rerank::{bp, full_refit, pool, rerank, P};
+use crate::slow;
+use ctxprune::rerank::gp::{Gp, KernelRows};
+use ctxprune::rerank::metrics::ncg_tokens;
+use ctxprune::rerank::peaks::{landscape, PeakOptions};
+use ctxprune::rerank::{boundary_pick_tokens, Method, Precomputed, Prior, RerankConfig};
+use ctxprune::rng::Rng;
+use ctxprune::{Embeddings, Engine, Pool};
+
+fn percentile(n: usize) -> Vec<f64> {
+    (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect()
+}
+
+/// `q` distinct pool items not in `seen`, with their scores.
+fn fresh(rng: &mut Rng, n: usize, q: usize, seen: &mut Vec<usize>, scores: &[f64]) -> Vec<(usize, f64)> {
+    let mut out = Vec::new();
+    while out.len() < q {
+        let j = rng.below(n);
+        if !seen.contains(&j) {
+            seen.push(j);
+            out.push((j, scores[j]));
+        }
+    }
+    out
+}
+
+#[test]
+fn rank_q_append_equals_q_rank_1_appends_and_a_dense_refit() {
+    for &(n, d, seed, q) in &[(41usize, 7usize, 3u64, 5usize), (29, 13, 4, 3), (57, 5, 5, 8)] {
+        let (p, scores) = pool(n, d, seed);
+        let k = p.rows();
+        let mu0 = percentile(n);
+        let mut one = Gp::new(&k, mu0.clone(), 1.0).unwrap();
+        let mut blk = Gp::new(&k, mu0.clone(), 1.0).unwrap();
+        let mut obs = vec![(None, 0.0)];
+        let (mut rng, mut seen) = (Rng::new(seed), Vec::new());
+        for round in 0..3 {
+            let items = fresh(&mut rng, n, q, &mut seen, &scores);
+            for &(j, y) in &items {
+                one.observe(j, y).unwrap();
+                obs.push((Some(j), y - mu0[j]));
+            }
+            blk.observe_batch(&items).unwrap();
+            assert_eq!(blk.observations(), obs.len());
+            let (mut m1, mut v1, mut m2, mut v2) = (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+            one.posterior(&mut m1, &mut v1).unwrap();
+            blk.posterior(&mut m2, &mut v2).unwrap();
+            let (m3, v3) = full_refit(&k, &mu0, &obs, blk.jitter().unwrap());
+            let what = format!("n={n} q={q} round {round}");
+            crate::assert_close(&format!("block vs rank-1 mean {what}"), &m2, &m1, 1e-5);
+            crate::assert_close(&format!("block vs rank-1 var {what}"), &v2, &v1, 1e-5);
+            crate::assert_close(&format!("block vs refit mean {what}"), &m2, &m3, 1e-5);
+            crate::assert_close(&format!("block vs refit var {what}"), &v2, &v3, 1e-5);
+        }
+    }
+}
+
+#[test]
+fn revised_fantasies_equal_the_scores_observed_directly() {
+    let (n, q) = (47, 6);
+    let (p, scores) = pool(n, 9, 8);
+    let k = p.rows();
+    let mu0 = percentile(n);
+    let mut direct = Gp::new(&k, mu0.clone(), 1.0).unwrap();
+    let mut fant = Gp::new(&k, mu0.clone(), 1.0).unwrap();
+    let mut obs = vec![(None, 0.0)];
+    let (mut rng, mut seen) = (Rng::new(2), Vec::new());
+    for _ in 0..3 {
+        let items = fresh(&mut rng, n, q, &mut seen, &scores);
+        for &(j, y) in &items {
+            direct.observe(j, y).unwrap();
+            fant.observe(j, 0.5).unwrap();
+            obs.push((Some(j), y - mu0[j]));
+        }
+        fant.revise(&items).unwrap();
+    }
+    let (mut m1, mut v1, mut m2, mut v2) = (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+    direct.posterior(&mut m1, &mut v1).unwrap();
+    fant.posterior(&mut m2, &mut v2).unwrap();
+    // The same L and V; the corrections are read back from V's f32 storage where the
+    // direct appends used each row before rounding (V is f32, documented): 1e-6.
+    crate::assert_close("revised mean", &m2, &m1, 1e-6);
+    crate::assert_close("revised var", &v2, &v1, 0.0);
+    let (m3, _) = full_refit(&k, &mu0, &obs, 1e-4);
+    crate::assert_close("revised mean vs refit", &m2, &m3, 1e-5);
+    assert!(
+        fant.revise(&[(seen.len() + n, 0.1)]).is_err(),
+        "an item never observed"
+    );
+    assert!(fant.revise(&[(seen[0], f64::NAN)]).is_err());
+}
+
+/// The kriging believer replayed with a dense refit at every pick: within a round each
+/// pick after the first sees the earlier ones observed at their posterior mean (sigma 0),
+/// after the round their scores replace the fantasies.
+fn dense_batch_replay(p: &P, scores: &[f64], budget: usize, cap: usize, q: usize) -> Vec<usize> {
+    let k = p.rows();
+    let n = k.len();
+    let mu0 = percentile(n);
+    let mut obs = vec![(None, 0.0)];
+    let mut y: Vec<Option<f64>> = vec![None; n];
+    let mut calls = vec![];
+    'run: while calls.len() < budget {
+        let q_now = q.min(budget - calls.len());
+        let mut picks: Vec<usize> = vec![];
+        let mut yy = y.clone();
+        while picks.len() < q_now {
+            let (mut m, mut v) = full_refit(&k, &mu0, &obs, 1e-4);
+            for i in 0..n {
+                if let Some(s) = yy[i] {
+                    m[i] = s;
+                    v[i] = 0.0;
+                }
+            }
+            let Some(j) = bp(&m, &v, &yy, cap) else {
+                break;
+            };
+            picks.push(j);
+            if picks.len() < q_now {
+                yy[j] = Some(m[j]);
+                obs.push((Some(j), m[j] - mu0[j]));
+            }
+        }
+        if picks.is_empty() {
+            break 'run;
+        }
+        let fantasised = if picks.len() < q_now {
+            picks.len()
+        } else {
+            picks.len() - 1
+        };
+        let start = obs.len() - fantasised;
+        for (t, &j) in picks.iter().enumerate() {
+            if t < fantasised {
+                obs[start + t] = (Some(j), scores[j] - mu0[j]);
+            } else {
+                obs.push((Some(j), scores[j] - mu0[j]));
+            }
+            y[j] = Some(scores[j]);
+            calls.push(j);
+        }
+    }
+    calls
+}
+
+#[test]
+fn batches_follow_a_dense_kriging_believer_replay_and_q1_is_the_paper() {
+    for &(n, d, seed, budget, cap, q) in &[
+        (45usize, 7usize, 12u64, 12usize, 6usize, 1usize),
+        (45, 7, 12, 12, 6, 4),
+        (39, 11, 13, 13, 5, 5),
+        (51, 6, 14, 16, 7, 8),
+    ] {
+        let (p, scores) = pool(n, d, seed);
+        let mut cfg = RerankConfig::new(Method::BoundaryMorph, budget, cap);
+        cfg.batch = q;
+        let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+        let got = rerank(&cfg, &p, &mut o).unwrap();
+        let want = dense_batch_replay(&p, &scores, budget, cap, q);
+        assert_eq!(got.scored, want, "n={n} q={q}");
+        assert_eq!(got.rounds, want.len().div_ceil(q), "one oracle call per round");
+        if q == 1 {
+            let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+            let paper = rerank(&RerankConfig::new(Method::BoundaryMorph, budget, cap), &p, &mut o).unwrap();
+            assert_eq!(got, paper, "q = 1 is BoundaryMORPH call for call");
+        }
+    }
+    let (p, scores) = pool(30, 5, 15);
+    for m in [Method::SingleStage, Method::Rgs, Method::RgsSimple] {
+        let mut cfg = RerankConfig::new(m, 10, 4);
+        cfg.batch = 4;
+        let mut o = Precomputed::new(scores.clone(), 10).unwrap();
+        let e = rerank(&cfg, &p, &mut o).unwrap_err().to_string();
+        assert!(e.contains("batch"), "{e}");
+    }
+    // BAGEL batches too (GP-UCB on hallucinated observations), spending the same budget.
+    let mut cfg = RerankConfig::new(Method::Bagel, 12, 4);
+    cfg.batch = 4;
+    let mut o = Precomputed::new(scores, 12).unwrap();
+    let r = rerank(&cfg, &p, &mut o).unwrap();
+    assert_eq!(r.scored.len(), 12);
+    assert_eq!(r.rounds, 1 + 2, "the warm start, then two rounds of 3 and 3");
+}
+
+#[test]
+fn adaptive_prior_with_a_perfect_prior_is_the_papers_prior() {
+    for &(n, seed, budget, cap) in &[(37usize, 21u64, 11usize, 5usize), (53, 22, 17, 8)] {
+        let (p, _) = pool(n, 6, seed);
+        let perfect = percentile(n);
+        let run = |prior| {
+            let mut cfg = RerankConfig::new(Method::BoundaryMorph, budget, cap);
+            cfg.prior = prior;
+            let mut o = Precomputed::new(perfect.clone(), budget).unwrap();
+            rerank(&cfg, &p, &mut o).unwrap()
+        };
+        let (paper, adaptive) = (run(Prior::Mips), run(Prior::Adaptive));
+        assert_eq!(adaptive.scored, paper.scored);
+        assert_eq!(adaptive.selected, paper.selected);
+        assert_eq!(adaptive.alpha, Some(1.0));
+        assert_eq!(paper.alpha, None);
+    }
+}
+
+#[test]
+fn adaptive_prior_equals_a_dense_gls_fit_and_fades_when_contradicted() {
+    let (n, lambda) = (43, 1.0);
+    let (p, _) = pool(n, 8, 31);
+    let k = p.rows();
+    let mu0 = percentile(n);
+    // The oracle reverses the prior: the MIPS tail is what matters.
+    let mut rng = Rng::new(5);
+    let scores: Vec<f64> = mu0
+        .iter()
+        .map(|&m| (1.0 - m + 0.05 * rng.normal()).clamp(0.0, 1.0))
+        .collect();
+    let mut gp = Gp::new(&k, mu0.clone(), 1.0).unwrap();
+    gp.set_adaptive(lambda).unwrap();
+    let mut qrow = vec![0.0; n];
+    k.query_row(&mut qrow);
+    let mut idx: Vec<Option<usize>> = vec![None];
+    let mut seen = vec![];
+    for step in 0..14 {
+        let (j, y) = fresh(&mut rng, n, 1, &mut seen, &scores)[0];
+        gp.observe(j, y).unwrap();
+        idx.push(Some(j));
+        // Dense: K_AA + jitter, r = y - mu0, p = mu0 (the query: y = 1, mu0 = 1).
+        let t = idx.len();
+        let kv = |a: Option<usize>, b: Option<usize>| match (a, b) {
+            (None, None) => 1.0,
+            (Some(a), Some(b)) => k.get(a, b),
+            (Some(a), None) | (None, Some(a)) => qrow[a],
+        };
+        let kaa: Vec<Vec<f64>> = (0..t)
+            .map(|a| {
+                (0..t)
+                    .map(|b| kv(idx[a], idx[b]) + if a == b { 1e-4 } else { 0.0 })
+                    .collect()
+            })
+            .collect();
+        let pv: Vec<f64> = idx.iter().map(|o| o.map_or(1.0, |j| mu0[j])).collect();
+        let rv: Vec<f64> = idx
+            .iter()
+            .map(|o| o.map_or(0.0, |j| scores[j] - mu0[j]))
+            .collect();
+        let ones = vec![1.0; t];
+        let (kp, k1) = (slow::solve(&kaa, &pv), slow::solve(&kaa, &ones));
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        let (pp, p1, oo, rp, r1) = (
+            dot(&pv, &kp),
+            dot(&ones, &kp),
+            dot(&ones, &k1),
+            dot(&rv, &kp),
+            dot(&rv, &k1),
+        );
+        let delta = ((-rp * oo + p1 * r1) / ((pp + lambda) * oo - p1 * p1)).clamp(0.0, 1.0);
+        let alpha = 1.0 - delta;
+        assert!(
+            (gp.alpha() - alpha).abs() < 1e-6,
+            "step {step}: {} vs {alpha}",
+            gp.alpha()
+        );
+        // The posterior is the paper's with the prior alpha mu0.
+        let prior: Vec<f64> = mu0.iter().map(|m| alpha * m).collect();
+        let obs: Vec<(Option<usize>, f64)> = idx
+            .iter()
+            .map(|&o| (o, o.map_or(1.0 - alpha, |j| scores[j] - alpha * mu0[j])))
+            .collect();
+        let (m2, v2) = full_refit(&k, &prior, &obs, 1e-4);
+        let (mut m1, mut v1) = (vec![0.0; n], vec![0.0; n]);
+        gp.posterior(&mut m1, &mut v1).unwrap();
+        crate::assert_close(&format!("adaptive mean step {step}"), &m1, &m2, 1e-5);
+        crate::assert_close(&format!("adaptive var step {step}"), &v1, &v2, 1e-5);
+    }
+    assert!(
+        gp.alpha() < 0.05,
+        "a contradicted prior fades: alpha {}",
+        gp.alpha()
+    );
+    assert!(gp.set_adaptive(0.0).is_err() && gp.set_adaptive(f64::NAN).is_err());
+}
+
+#[test]
+fn token_capacity_on_hand_made_pools() {
+    // Everything scored (single-stage, B = N): the set is the greedy fill by score per
+    // token. Densities: 0.009, 0.08, 0.05, 0.008, 0.1 -> order 4, 1, 2, 0, 3.
+    let rows: Vec<f32> = (0..5).flat_map(|i| [1.0, 0.1 * i as f32, 0.0]).collect();
+    let pool = Pool::new(&Engine::cpu(), Embeddings::new(5, 3, rows, "hand").unwrap()).unwrap();
+    let scores = vec![0.9, 0.8, 0.5, 0.4, 0.1];
+    let tokens = [100u64, 10, 10, 50, 1];
+    let run = |t: u64, k: usize, method: Method| {
+        let mut cfg = RerankConfig::new(method, 5, k);
+        cfg.token_capacity = Some(t);
+        let mut o = Precomputed::new(scores.clone(), 5).unwrap();
+        ctxprune::rerank::rerank_tokens(&cfg, &pool, &[1.0, 0.0, 0.0], Some(&tokens), &mut o).unwrap()
+    };
+    // T = 70: 4, 1, 2 (21 tokens); 0 (100) and then 3 (71 in all) do not fit.
+    let r = run(70, 5, Method::SingleStage);
+    assert_eq!(r.selected, vec![1, 2, 4], "best value first");
+    assert_eq!(r.tokens, Some(21));
+    let r = run(71, 5, Method::SingleStage);
+    assert_eq!(r.selected, vec![1, 2, 3, 4]);
+    assert_eq!(r.tokens, Some(71));
+    // The count still caps: k = 2 takes the two densest.
+    assert_eq!(run(1000, 2, Method::SingleStage).selected, vec![1, 4]);
+    // The GP path scores all five (B = N) and fills the same way.
+    let r = run(70, 5, Method::BoundaryMorph);
+    assert_eq!(r.selected, vec![1, 2, 4]);
+    // The boundary rule on value per token: T = 120 takes 1, 2, 3 (30 tokens); 0 (scored,
+    // 100 tokens) is the only challenger. z per token: (3, 0) 1.1 < (2, 0) 2.05 < (1, 0)
+    // 2.55, so 3 is called; by count (k = 3: 0, 1, 2 in, 3 out) it would be 2.
+    let mean = [0.9, 0.6, 0.5, 0.2];
+    let var = [0.0, 0.04, 0.04, 0.01];
+    let y = [Some(0.9), None, None, None];
+    let t4 = [100u64, 10, 10, 10];
+    assert_eq!(
+        boundary_pick_tokens(&mean, &var, &y, &t4, 120, 10).unwrap(),
+        Some(3)
+    );
+    assert_eq!(bp(&mean, &var, &y, 3), Some(2));
+    // T = 30: 0 cannot enter alone, so no pair is left.
+    assert_eq!(boundary_pick_tokens(&mean, &var, &y, &t4, 30, 10).unwrap(), None);
+    assert!(boundary_pick_tokens(&mean, &var, &y, &[1, 0, 1, 1], 30, 10).is_err());
+    // A token capacity without counts, or counts without one, is an error.
+    let mut cfg = RerankConfig::new(Method::SingleStage, 5, 2);
+    let mut o = Precomputed::new(scores.clone(), 5).unwrap();
+    let e =
+        ctxprune::rerank::rerank_tokens(&cfg, &pool, &[1.0, 0.0, 0.0], Some(&tokens), &mut o).unwrap_err();
+    assert!(e.to_string().contains("tokens"), "{e}");
+    cfg.token_capacity = Some(10);
+    let e = ctxprune::rerank::rerank_tokens(&cfg, &pool, &[1.0, 0.0, 0.0], None, &mut o).unwrap_err();
+    assert!(e.to_string().contains("token-capacity"), "{e}");
+    let e = ctxprune::rerank::rerank_tokens(&cfg, &pool, &[1.0, 0.0, 0.0], Some(&tokens[..4]), &mut o)
+        .unwrap_err();
+    assert!(e.to_string().contains("4 token counts"), "{e}");
+}
+
+#[test]
+fn rgs_of_app_c2_reduces_to_single_stage_and_seeds_on_the_mips_top() {
+    let (n, budget, cap) = (61, 20, 7);
+    let (p, scores) = pool(n, 9, 41);
+    let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+    let ss = rerank(&RerankConfig::new(Method::SingleStage, budget, cap), &p, &mut o).unwrap();
+    let mut cfg = RerankConfig::new(Method::Rgs, budget, cap);
+    cfg.seed_div = 1.0;
+    let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+    let all_seeds = rerank(&cfg, &p, &mut o).unwrap();
+    assert_eq!(all_seeds.scored, ss.scored, "n_seeds = B is single-stage");
+    assert_eq!(all_seeds.selected, ss.selected);
+    let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+    let r = rerank(&RerankConfig::new(Method::Rgs, budget, cap), &p, &mut o).unwrap();
+    assert_eq!(
+        &r.scored[..10],
+        &(0..10).collect::<Vec<_>>()[..],
+        "round(B / 2) MIPS seeds"
+    );
+    assert!(
+        (2..=11).contains(&r.rounds),
+        "the seeds, then one call per expansion"
+    );
+    let mut dedup = r.scored.clone();
+    dedup.sort_unstable();
+    dedup.dedup();
+    assert_eq!((r.scored.len(), dedup.len()), (budget, budget));
+    // The expansions: the best-scored seed's 10 nearest unscored neighbours come next.
+    let k = p.rows();
+    let best = (0..10)
+        .max_by(|&a, &b| scores[a].total_cmp(&scores[b]).then(b.cmp(&a)))
+        .unwrap();
+    let mut row = vec![0.0; n];
+    k.row(best, &mut row);
+    let mut near: Vec<usize> = (0..n).filter(|&i| i != best).collect();
+    near.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+    let want: Vec<usize> = near.into_iter().take(10).filter(|&i| i >= 10).collect();
+    assert_eq!(&r.scored[10..10 + want.len()], &want[..]);
+    for bad in [0.5, f64::NAN] {
+        let mut cfg = RerankConfig::new(Method::Rgs, budget, cap);
+        cfg.seed_div = bad;
+        let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+        assert!(rerank(&cfg, &p, &mut o)
+            .unwrap_err()
+            .to_string()
+            .contains("seed-div"));
+    }
+}
+
+/// Points on an arc of the unit circle, `0.1 i` radians: each one's two nearest are its
+/// neighbours on the arc.
+fn arc(scores: &[f64]) -> (Pool, Vec<f64>) {
+    let rows: Vec<f32> = (0..scores.len())
+        .flat_map(|i| {
+            let a = 0.1 * i as f64;
+            [a.cos() as f32, a.sin() as f32]
+        })
+        .collect();
+    let e = Embeddings::new(scores.len(), 2, rows, "arc").unwrap();
+    (Pool::new(&Engine::cpu(), e).unwrap(), scores.to_vec())
+}
+
+#[test]
+fn multimodal_mass_by_hand() {
+    // Two peaks on the arc, 0.9 at 2 and 0.8 at 6, meeting at 4 (0.3): the lower dies with
+    // prominence 0.5. Members: {0..3} (2.1) and {4..8} (2.5; 4 joins its higher neighbour
+    // 5), of 4.6 in all.
+    let (pool, s) = arc(&[0.2, 0.5, 0.9, 0.5, 0.3, 0.6, 0.8, 0.6, 0.2]);
+    let o = PeakOptions {
+        top_m: 1000,
+        knn: 2,
+        tau: 0.2,
+    };
+    let l = landscape(&pool, &s, o).unwrap();
+    assert_eq!(l.peaks.len(), 2, "{l:?}");
+    assert_eq!((l.peaks[0].top, l.peaks[1].top), (2, 6));
+    assert!(
+        (l.peaks[0].prominence - 0.7).abs() < 1e-12,
+        "never dies: 0.9 - 0.2"
+    );
+    assert!((l.peaks[1].prominence - 0.5).abs() < 1e-12);
+    assert_eq!((l.peaks[0].members, l.peaks[1].members), (4, 5));
+    assert!(
+        (l.multimodal_mass - 0.5 * 2.5 / 4.6).abs() < 1e-12,
+        "{}",
+        l.multimodal_mass
+    );
+    // Simplified at tau = 0.6 the second peak merges: unimodal.
+    let l = landscape(&pool, &s, PeakOptions { tau: 0.6, ..o }).unwrap();
+    assert_eq!(l.peaks.len(), 1);
+    assert_eq!(l.multimodal_mass, 0.0);
+    // Top-M: the graph is over the 5 best documents (2, 6, 5, 7, 1) alone, so 5's two
+    // nearest among them are 6 and 7, and 1's are 2 and 5. Sweep: 5 (0.6) joins its highest
+    // neighbour, 2 (through 1's edge), where 6's peak meets 2's: prominence 0.8 - 0.6 = 0.2,
+    // not below tau, so it stays; 7 joins 6, 1 joins 2. The floor is 0.5.
+    let l = landscape(&pool, &s, PeakOptions { top_m: 5, ..o }).unwrap();
+    assert_eq!(l.peaks.len(), 2);
+    assert!((l.peaks[0].prominence - 0.4).abs() < 1e-12, "{l:?}");
+    assert!((l.peaks[1].prominence - 0.2).abs() < 1e-12, "{l:?}");
+    assert_eq!((l.peaks[0].members, l.peaks[1].members), (3, 2));
+    assert!((l.multimodal_mass - 0.2 * 1.4 / 3.4).abs() < 1e-12);
+    assert!(landscape(&pool, &s[..3], o).is_err());
+}
+
+#[test]
+fn token_normalised_ncg_by_hand() {
+    // Densities 0.1, 0.1, 0.05: the optimum within 50 tokens takes 0 (30), 1 (10) and a
+    // quarter of 2 (10 of 40): 3 + 1 + 0.5 = 4.5.
+    let (g, t) = ([3.0, 1.0, 2.0], [30u64, 10, 40]);
+    assert!((ncg_tokens(&[0, 1], &g, &t, 50) - 4.0 / 4.5).abs() < 1e-12);
+    assert!((ncg_tokens(&[2], &g, &t, 50) - 2.0 / 4.5).abs() < 1e-12);
+    assert_eq!(ncg_tokens(&[0], &[0.0, 0.0, 0.0], &t, 50), 1.0);
+}
