@@ -248,17 +248,10 @@ fn adaptive_prior_equals_a_dense_gls_fit_and_fades_when_contradicted() {
             .iter()
             .map(|o| o.map_or(0.0, |j| scores[j] - mu0[j]))
             .collect();
-        let ones = vec![1.0; t];
-        let (kp, k1) = (slow::solve(&kaa, &pv), slow::solve(&kaa, &ones));
+        // argmin over delta of (r + delta p)^T K^{-1} (r + delta p) + lambda delta².
+        let kp = slow::solve(&kaa, &pv);
         let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-        let (pp, p1, oo, rp, r1) = (
-            dot(&pv, &kp),
-            dot(&ones, &kp),
-            dot(&ones, &k1),
-            dot(&rv, &kp),
-            dot(&rv, &k1),
-        );
-        let delta = ((-rp * oo + p1 * r1) / ((pp + lambda) * oo - p1 * p1)).clamp(0.0, 1.0);
+        let delta = (-dot(&rv, &kp) / (dot(&pv, &kp) + lambda)).clamp(0.0, 1.0);
         let alpha = 1.0 - delta;
         assert!(
             (gp.alpha() - alpha).abs() < 1e-6,

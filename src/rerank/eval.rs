@@ -12,9 +12,9 @@
 //! Two modes ([`Mode`]):
 //! - diffuse: the modes are the query's two topics (weights 1.0 and 0.8) and the topic
 //!   farthest from the query (0.9);
-//! - trap: the relevant mass sits far from the MIPS top: the query's two topics weigh 0.3
-//!   and 0.25, and the two topics farthest from the query 1.0 and 0.9. A MIPS prior holds
-//!   the search where the oracle says little is.
+//! - trap: the relevant mass sits away from the MIPS top: the query's two topics weigh 0.1
+//!   each, and the 4th and 5th nearest other topics to the query 1.0 and 0.9. A MIPS prior
+//!   holds the search where the oracle says little is.
 
 use super::metrics::{ncg, ncg_tokens};
 use super::{Acquisition, KernelChoice, Method, Precomputed, Prior, RerankConfig, Reranker};
@@ -107,18 +107,16 @@ pub fn generate_mode(n: usize, d: usize, seed: u64, mode: Mode) -> Result<Proble
             b
         }
     });
-    let far2 = (2..topics)
-        .filter(|&t| t != far)
-        .fold(if far == 2 { 3 } else { 2 }, |b, t| {
-            if cos(&centres[t], &q) < cos(&centres[b], &q) {
-                t
-            } else {
-                b
-            }
-        });
+    // The topics other than the query's two, nearest the query first (ties by index).
+    let mut by_near: Vec<usize> = (2..topics).collect();
+    by_near.sort_by(|&a, &b| {
+        cos(&centres[b], &q)
+            .total_cmp(&cos(&centres[a], &q))
+            .then(a.cmp(&b))
+    });
     let peaks: Vec<(usize, f64)> = match mode {
         Mode::Diffuse => vec![(0, 1.0), (1, 0.8), (far, 0.9)],
-        Mode::Trap => vec![(0, 0.3), (1, 0.25), (far, 1.0), (far2, 0.9)],
+        Mode::Trap => vec![(0, 0.1), (1, 0.1), (by_near[3], 1.0), (by_near[4], 0.9)],
     };
     let mut docs = Vec::with_capacity(n);
     for _ in 0..n {
@@ -285,6 +283,8 @@ pub struct Cell {
     pub per_problem: Vec<f64>,
     /// Mean oracle calls (requests) per run.
     pub rounds: f64,
+    /// The adaptive prior's mean final scale (`None` for the other methods).
+    pub alpha: Option<f64>,
 }
 
 /// What [`run_spec`] runs.
@@ -461,6 +461,7 @@ pub fn run_spec(spec: &Spec, peaks: bool, progress: &mut dyn FnMut(&Step)) -> Re
     for &mode in modes {
         let mut per = vec![Vec::with_capacity(problems); per_mode];
         let mut sums = vec![(0.0, 0.0, 0.0); per_mode];
+        let mut alphas = vec![None; per_mode];
         let mut mm = Vec::new();
         for (p, s) in seeds(seed, problems)?.enumerate() {
             let prob = generate_mode(n, 64, s, mode)?;
@@ -497,6 +498,9 @@ pub fn run_spec(spec: &Spec, peaks: bool, progress: &mut dyn FnMut(&Step)) -> Re
                         sums[slot].0 += ce;
                         sums[slot].1 += g;
                         sums[slot].2 += r.rounds as f64;
+                        if let Some(a) = r.alpha {
+                            *alphas[slot].get_or_insert(0.0) += a;
+                        }
                         per[slot].push(ce);
                         slot += 1;
                         progress(&Step {
@@ -526,6 +530,7 @@ pub fn run_spec(spec: &Spec, peaks: bool, progress: &mut dyn FnMut(&Step)) -> Re
                         ncg: g / problems as f64,
                         per_problem: std::mem::take(&mut per[slot]),
                         rounds: r / problems as f64,
+                        alpha: alphas[slot].map(|a: f64| a / problems as f64),
                     });
                     slot += 1;
                 }

@@ -18,10 +18,13 @@
 //!   the first revised position on changes, and `a` takes that change as one rank-`q`
 //!   update;
 //! - [`Gp::set_adaptive`] fits the prior's scale `alpha` in `alpha mu0` to the observations
-//!   by generalised least squares (with the offset the standardisation absorbs, and a ridge
-//!   `lambda (alpha - 1)²` toward the paper's prior), clamped to `[0, 1]`: a prior the
-//!   oracle contradicts fades to zero. `u_p = L^{-1} mu0_A` and `c = V^T u_p` make the fit
-//!   and the read-out O(t) and O(N).
+//!   by generalised least squares (in the `K^{-1}` metric, with a ridge `lambda (alpha - 1)²`
+//!   toward the paper's prior), clamped to `[0, 1]`: a prior the oracle contradicts fades
+//!   to zero. No offset is fitted: the standardisation removes any offset from the
+//!   posterior, and with one the fit could not tell a wrong prior from a shifted one while
+//!   the observations sit at the top of the prior (where the boundary rule puts them: on
+//!   the evaluation's trap problems an offset fit kept `alpha = 1`). `u_p = L^{-1} mu0_A`
+//!   and `c = V^T u_p` make the fit and the read-out O(t) and O(N).
 //!
 //! This file keeps the small state (the Cholesky factor `L` of the observed block, the
 //! observations, the jitter ladder); the pool-sized state (`V`, `colsq`, `a`, `b`, `c`)
@@ -144,25 +147,17 @@ impl<'k> Gp<'k> {
     }
 
     /// `1 - alpha`: 0 for a fixed prior; else the ridge-regularised generalised
-    /// least-squares fit of `(y - mu0) + delta mu0 - c 1` to zero in the `K^{-1}` metric,
-    /// clamped to `[0, 1]`.
+    /// least-squares fit of `(y - mu0) + delta mu0` to zero in the `K^{-1}` metric, clamped to
+    /// `[0, 1]`.
     fn delta(&self) -> f64 {
         let Some(lambda) = self.adaptive else {
             return 0.0;
         };
-        let (ur, u1, up) = match &self.pinv {
-            Some(_) => return self.delta_dense(lambda),
-            None => (&self.ur, &self.u1, &self.up),
-        };
+        if self.pinv.is_some() {
+            return self.delta_dense(lambda);
+        }
         let dot = |x: &[f64], y: &[f64]| x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>();
-        solve_delta(
-            dot(up, up),
-            dot(up, u1),
-            dot(u1, u1),
-            dot(ur, up),
-            dot(ur, u1),
-            lambda,
-        )
+        solve_delta(dot(&self.up, &self.up), dot(&self.ur, &self.up), lambda)
     }
 
     /// [`Gp::delta`] on the pseudo-inverse rung: the same normal equations with `K^+`.
@@ -172,24 +167,12 @@ impl<'k> Gp<'k> {
         let Some((w, lam)) = eigen_pinv(&kaa, t) else {
             return 0.0;
         };
-        let proj = |v: &[f64]| -> Vec<f64> {
-            w.iter()
-                .zip(&lam)
-                .map(|(u, l)| u.iter().zip(v).map(|(a, b)| a * b).sum::<f64>() / l.sqrt())
-                .collect()
-        };
+        let proj = |v: &[f64]| project(&w, &lam, v);
         let r: Vec<f64> = self.obs.iter().map(|o| o.r).collect();
         let p: Vec<f64> = self.obs.iter().map(|o| o.p).collect();
-        let (ur, up, u1) = (proj(&r), proj(&p), proj(&vec![1.0; t]));
+        let (ur, up) = (proj(&r), proj(&p));
         let dot = |x: &[f64], y: &[f64]| x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>();
-        solve_delta(
-            dot(&up, &up),
-            dot(&up, &u1),
-            dot(&u1, &u1),
-            dot(&ur, &up),
-            dot(&ur, &u1),
-            lambda,
-        )
+        solve_delta(dot(&up, &up), dot(&ur, &up), lambda)
     }
 
     /// The jitter in force (`None` once on the pseudo-inverse).
@@ -437,12 +420,7 @@ impl<'k> Gp<'k> {
         let (rows, kaa) = self.dense_kaa();
         let (w, lam) = eigen_pinv(&kaa, t).unwrap_or_default();
         // T = diag(1/sqrt(lam)) U^T: K^+ = T^T T.
-        let proj = |v: &[f64]| -> Vec<f64> {
-            w.iter()
-                .zip(&lam)
-                .map(|(u, l)| u.iter().zip(v).map(|(a, b)| a * b).sum::<f64>() / l.sqrt())
-                .collect()
-        };
+        let proj = |v: &[f64]| project(&w, &lam, v);
         let r: Vec<f64> = self.obs.iter().map(|o| o.r).collect();
         let p: Vec<f64> = self.obs.iter().map(|o| o.p).collect();
         let (tr, t1, tp) = (proj(&r), proj(&vec![1.0; t]), proj(&p));
@@ -513,6 +491,14 @@ impl<'k> Gp<'k> {
     }
 }
 
+/// `diag(1/sqrt(lam)) U^T v`: `v` whitened by the pseudo-inverse (`K^+ = T^T T`).
+fn project(w: &[Vec<f64>], lam: &[f64], v: &[f64]) -> Vec<f64> {
+    w.iter()
+        .zip(lam)
+        .map(|(u, l)| u.iter().zip(v).map(|(a, b)| a * b).sum::<f64>() / l.sqrt())
+        .collect()
+}
+
 /// The eigenpairs of `K_AA` above `1e-12` of the largest: what the pseudo-inverse keeps.
 #[allow(clippy::type_complexity)]
 fn eigen_pinv(kaa: &faer::Mat<f64>, t: usize) -> Option<(Vec<Vec<f64>>, Vec<f64>)> {
@@ -530,21 +516,15 @@ fn eigen_pinv(kaa: &faer::Mat<f64>, t: usize) -> Option<(Vec<Vec<f64>>, Vec<f64>
     Some((w, lam))
 }
 
-/// The adaptive prior's fade: with `e = u_r + delta u_p - c u_1` (the whitened residual of
-/// `y - (1 - delta) mu0 - c`), minimises `|e|² + lambda delta²` over `(delta, c)` from the
-/// Gram entries `pp = u_p·u_p`, `p1 = u_p·u_1`, `oo = u_1·u_1`, `rp = u_r·u_p`,
-/// `r1 = u_r·u_1`; `delta` clamped to `[0, 1]` (0 when the system is singular).
+/// The adaptive prior's fade: with `e = u_r + delta u_p` (the whitened residual of
+/// `y - (1 - delta) mu0`), minimises `|e|² + lambda delta²`, from `pp = u_p·u_p` and
+/// `rp = u_r·u_p`: `delta = -rp / (pp + lambda)`, clamped to `[0, 1]` (0 when not finite).
 #[must_use]
-pub fn solve_delta(pp: f64, p1: f64, oo: f64, rp: f64, r1: f64, lambda: f64) -> f64 {
-    // (pp + lambda) delta - p1 c = -rp;  -p1 delta + oo c = r1.
-    let det = (pp + lambda) * oo - p1 * p1;
-    if !(det.is_finite() && det > 1e-300) {
-        return 0.0;
-    }
-    let delta = (-rp * oo + p1 * r1) / det;
-    if delta.is_nan() {
-        0.0
-    } else {
+pub fn solve_delta(pp: f64, rp: f64, lambda: f64) -> f64 {
+    let delta = -rp / (pp + lambda);
+    if delta.is_finite() {
         delta.clamp(0.0, 1.0)
+    } else {
+        0.0
     }
 }

@@ -125,29 +125,27 @@ pub fn run(a: EvalArgs) -> Result<()> {
     );
     let _ = writeln!(
         o,
-        "{:<8} {:<20} {:>6} {:>6} {:>10} {:>10} {:>7}",
-        "mode", "method", "B", "k", ce, g, "calls"
+        "{:<8} {:<20} {:>6} {:>6} {:>10} {:>10} {:>7} {:>6}",
+        "mode", "method", "B", "k", ce, g, "calls", "alpha"
     );
     let row = |o: &mut String, c: &eval::Cell, name: &str| {
         let _ = writeln!(
             o,
-            "{:<8} {:<20} {:>6} {:>6} {:>10.4} {:>10.4} {:>7.1}",
+            "{:<8} {:<20} {:>6} {:>6} {:>10.4} {:>10.4} {:>7.1} {:>6}",
             c.mode.name(),
             name,
             c.budget,
             c.capacity,
             c.ce_ncg,
             c.ncg,
-            c.rounds
+            c.rounds,
+            c.alpha.map_or_else(String::new, |a| format!("{a:.3}"))
         );
     };
     for &m in &modes {
         for &b in &budgets {
             for &k in &capacities {
-                let cell: Vec<_> = cells
-                    .iter()
-                    .filter(|c| c.mode == m && c.budget == b && c.capacity == k)
-                    .collect();
+                let cell = cell_of(cells, m, b, k);
                 for c in &cell {
                     row(&mut o, c, &c.method);
                 }
@@ -166,10 +164,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
             let _ = writeln!(o, "{}: multimodal mass mean {mean:.4}", m.name());
             for &b in &budgets {
                 for &k in &capacities {
-                    let cell: Vec<_> = cells
-                        .iter()
-                        .filter(|c| c.mode == m && c.budget == b && c.capacity == k)
-                        .collect();
+                    let cell = cell_of(cells, m, b, k);
                     let (Some(bm), Some(bg)) = (
                         cell.iter().find(|c| c.method == "boundary-morph"),
                         best_bagel(&cell),
@@ -199,6 +194,14 @@ pub fn run(a: EvalArgs) -> Result<()> {
         eprintln!("wrote {}", p.display());
     }
     Ok(())
+}
+
+/// The cells of one (mode, budget, capacity), in method order.
+fn cell_of(cells: &[eval::Cell], m: eval::Mode, b: usize, k: usize) -> Vec<&eval::Cell> {
+    cells
+        .iter()
+        .filter(|c| c.mode == m && c.budget == b && c.capacity == k)
+        .collect()
 }
 
 /// The BAGEL variant with the best mean CE-nCG in a cell (ties to the first).
