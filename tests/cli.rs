@@ -378,7 +378,7 @@ fn rerank_prints_the_documented_json_and_refuses_bad_input() {
     let bytes: Vec<u8> = scores.iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(&sp, npy_bytes("<f8", false, &[25], &bytes)).unwrap();
     let s = sp.display().to_string();
-    for m in ["boundary-morph", "bagel", "single-stage", "rgs"] {
+    for m in ["boundary-morph", "bagel", "single-stage", "rgs", "rgs-simple"] {
         let (code, out, err) = run(&[
             "rerank",
             "--method",
@@ -401,6 +401,9 @@ fn rerank_prints_the_documented_json_and_refuses_bad_input() {
             "selected",
             "scored",
             "oracle_calls",
+            "oracle_rounds",
+            "prior_alpha",
+            "tokens",
             "kappa",
             "backend",
             "elapsed_ms",
@@ -470,6 +473,86 @@ fn rerank_prints_the_documented_json_and_refuses_bad_input() {
             ],
             "--oracle-url",
         ),
+        (
+            vec![
+                "--oracle-scores",
+                s.as_str(),
+                "--budget",
+                "5",
+                "--capacity",
+                "3",
+                "--batch",
+                "0",
+            ],
+            "--batch",
+        ),
+        (
+            vec![
+                "--oracle-scores",
+                s.as_str(),
+                "--budget",
+                "5",
+                "--capacity",
+                "3",
+                "--token-capacity",
+                "50",
+            ],
+            "--token-capacity",
+        ),
+        (
+            vec![
+                "--oracle-scores",
+                s.as_str(),
+                "--budget",
+                "5",
+                "--capacity",
+                "3",
+                "--tokens",
+                s.as_str(),
+            ],
+            "--tokens",
+        ),
+        (
+            vec![
+                "--oracle-scores",
+                s.as_str(),
+                "--budget",
+                "5",
+                "--capacity",
+                "3",
+                "--token-capacity",
+                "50",
+                "--tokens",
+                s.as_str(),
+            ],
+            "not a whole number",
+        ),
+        (
+            vec![
+                "--oracle-scores",
+                s.as_str(),
+                "--budget",
+                "5",
+                "--capacity",
+                "3",
+                "--seed-div",
+                "2",
+            ],
+            "--seed-div",
+        ),
+        (
+            vec![
+                "--oracle-scores",
+                s.as_str(),
+                "--budget",
+                "5",
+                "--capacity",
+                "3",
+                "--prior",
+                "flat",
+            ],
+            "adaptive",
+        ),
     ] {
         let mut args = vec![
             "rerank",
@@ -486,6 +569,26 @@ fn rerank_prints_the_documented_json_and_refuses_bad_input() {
         assert!(out.is_empty());
         assert!(err.contains(want), "{args:?}: {err}");
     }
+    // --batch on a method without a GP is refused by name.
+    let (code, _, err) = run(&[
+        "rerank",
+        "--method",
+        "single-stage",
+        "--embeddings",
+        &e,
+        "--query",
+        &q,
+        "--oracle-scores",
+        &s,
+        "--budget",
+        "5",
+        "--capacity",
+        "3",
+        "--batch",
+        "2",
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--batch") && err.contains("single-stage"), "{err}");
 }
 
 #[test]

@@ -446,3 +446,76 @@ fn token_normalised_ncg_by_hand() {
     assert!((ncg_tokens(&[2], &g, &t, 50) - 2.0 / 4.5).abs() < 1e-12);
     assert_eq!(ncg_tokens(&[0], &[0.0, 0.0, 0.0], &t, 50), 1.0);
 }
+
+#[test]
+fn eval_runs_both_modes_with_token_capacity_and_peaks() {
+    use ctxprune::rerank::eval::{self, Mode, Spec};
+    let spec = Spec {
+        problems: 2,
+        seed: 3,
+        n: 300,
+        budgets: vec![10],
+        capacities: vec![300],
+        modes: vec![Mode::Diffuse, Mode::Trap],
+        token_capacity: Some(3000),
+    };
+    let out = eval::run_spec(&spec, true, &mut |_| {}).unwrap();
+    let v = eval::variants().len();
+    assert_eq!(out.cells.len(), 2 * v);
+    assert_eq!(out.multimodal_mass.len(), 2);
+    assert!(out
+        .multimodal_mass
+        .iter()
+        .all(|m| m.len() == 2 && m.iter().all(|x| *x >= 0.0)));
+    for c in &out.cells {
+        assert_eq!(c.per_problem.len(), 2);
+        assert!((0.0..=1.0 + 1e-12).contains(&c.ce_ncg), "{c:?}");
+        assert_eq!(c.alpha.is_some(), c.method.contains("adaptive"), "{}", c.method);
+    }
+    // The trap's relevance is away from the MIPS top: the top decile scores lower than in
+    // the diffuse problem of the same seed.
+    let (d, t) = (
+        eval::generate_mode(300, 16, 3, Mode::Diffuse).unwrap(),
+        eval::generate_mode(300, 16, 3, Mode::Trap).unwrap(),
+    );
+    let top = |o: &[f64]| o[..30].iter().sum::<f64>();
+    assert!(top(&t.oracle) < top(&d.oracle));
+    assert_eq!(d.tokens, t.tokens, "token counts come from their own stream");
+    assert!(d.tokens.iter().all(|&x| (20..=2000).contains(&x)));
+    let mut bad = spec.clone();
+    bad.modes.clear();
+    assert!(eval::run_spec(&bad, false, &mut |_| {}).is_err());
+}
+
+#[test]
+fn spearman_by_hand() {
+    use ctxprune::rerank::eval::spearman;
+    assert_eq!(spearman(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]), Some(1.0));
+    assert_eq!(spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]), Some(-1.0));
+    // Ties get average ranks: x ranks 1, 2.5, 2.5, 4; y ranks 1, 2, 3, 4.
+    let r = spearman(&[1.0, 2.0, 2.0, 5.0], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    let want = 4.5 / (4.5f64 * 5.0).sqrt();
+    assert!((r - want).abs() < 1e-12, "{r} vs {want}");
+    assert_eq!(spearman(&[1.0, 1.0, 1.0], &[1.0, 2.0, 3.0]), None);
+    assert_eq!(spearman(&[1.0, 2.0], &[1.0, 2.0]), None);
+}
+
+#[test]
+fn probes_are_spread_over_the_mips_ranks_and_scored_first() {
+    use ctxprune::rerank::probe_ranks;
+    assert_eq!(probe_ranks(4, 101), vec![25, 50, 75, 100]);
+    assert_eq!(probe_ranks(0, 50), Vec::<usize>::new());
+    assert_eq!(probe_ranks(3, 2), vec![0, 1]);
+    let (p, scores) = pool(61, 7, 51);
+    let mut cfg = RerankConfig::new(Method::BoundaryMorph, 15, 5);
+    cfg.prior = Prior::Adaptive;
+    cfg.prior_probes = 3;
+    let mut o = Precomputed::new(scores.clone(), 15).unwrap();
+    let r = rerank(&cfg, &p, &mut o).unwrap();
+    assert_eq!(&r.scored[..3], &[20, 40, 60]);
+    assert_eq!(r.scored.len(), 15);
+    cfg.prior = Prior::Mips;
+    let mut o = Precomputed::new(scores, 15).unwrap();
+    let e = rerank(&cfg, &p, &mut o).unwrap_err().to_string();
+    assert!(e.contains("prior-probes"), "{e}");
+}

@@ -207,10 +207,13 @@ Oracle = Union[str, Callable[[np.ndarray], Any]]
 class Reranker:
     """A budgeted top-k configuration checked once: at most `budget` oracle calls to
     return the best `capacity` rows. `method`: "boundary-morph" (a Gaussian process over
-    the pool with the boundary rule), "bagel", "single-stage" or "rgs"; `kernel`: "vmf"
-    (default, concentration by the median heuristic unless `kappa`), "cosine", "rbf",
-    "matern52"; `prior` ("mips", "zero") and `acquisition` ("boundary", "ucb") for
-    boundary-morph; `beta0` for UCB; `graph_degree` for rgs."""
+    the pool with the boundary rule), "bagel", "single-stage", "rgs" (App. C.2) or
+    "rgs-simple"; `kernel`: "vmf" (default, concentration by the median heuristic unless
+    `kappa`), "cosine", "rbf", "matern52"; `prior` ("mips", "zero", "adaptive") and
+    `acquisition` ("boundary", "ucb") for boundary-morph; `beta0` for UCB; `graph_degree`
+    for rgs and rgs-simple, `seed_div` and `frac` for rgs; `batch` (documents per oracle
+    call, boundary-morph and bagel); `token_capacity` (then `rerank` needs `tokens`);
+    `prior_probes` with the adaptive prior."""
 
     def __init__(
         self,
@@ -224,12 +227,20 @@ class Reranker:
         acquisition: Optional[str] = None,
         beta0: Optional[float] = None,
         graph_degree: Optional[int] = None,
+        seed_div: Optional[float] = None,
+        frac: Optional[float] = None,
+        batch: Optional[int] = None,
+        token_capacity: Optional[int] = None,
+        prior_probes: Optional[int] = None,
         engine: Optional[Engine] = None,
     ):
         self.engine = _engine(engine)
         self._r = _native.Reranker(
             self.engine, _count(budget, "budget"), _count(capacity, "capacity"), method, kernel=kernel, kappa=kappa, prior=prior,
             acquisition=acquisition, beta0=beta0, graph_degree=_count(graph_degree, "graph_degree"),
+            seed_div=seed_div, frac=frac, batch=_count(batch, "batch"),
+            token_capacity=_count(token_capacity, "token_capacity"),
+            prior_probes=_count(prior_probes, "prior_probes"),
         )
 
     def rerank(
@@ -243,8 +254,10 @@ class Reranker:
         api: Optional[str] = None,
         timeout: Optional[float] = None,
         retries: Optional[int] = None,
+        tokens: Optional[Sequence[int]] = None,
     ) -> Reranked:
-        """Reranks `pool` (a Pool or an N x d array) for `query` (a d-vector).
+        """Reranks `pool` (a Pool or an N x d array) for `query` (a d-vector); with a
+        token capacity, `tokens` gives each row's token count.
 
         `oracle` is a callable `f(indices) -> scores` (an int64 array in, as many floats
         in [0, 1] out; called with batches; an exception inside it propagates as it is),
@@ -255,6 +268,7 @@ class Reranker:
             p._pool, _floats(query, "query", 1), oracle,
             texts=None if texts is None else list(texts), query_text=query_text,
             api=api, timeout=timeout, retries=_count(retries, "retries"),
+            tokens=None if tokens is None else _numbers(tokens, "tokens"),
         )
 
     def __repr__(self) -> str:
@@ -275,7 +289,7 @@ def rerank(
     """The best `capacity` rows of `pool` for `query` with at most `budget` oracle calls;
     see `Reranker` for the options and `Reranker.rerank` for the oracle. Returns a
     `Reranked`: `.indices` (best first), `.scored`, `.scores`, `.oracle_calls`."""
-    http = {k: options.pop(k) for k in ("texts", "query_text", "api", "timeout", "retries") if k in options}
+    http = {k: options.pop(k) for k in ("texts", "query_text", "api", "timeout", "retries", "tokens") if k in options}
     if isinstance(pool, Pool):
         engine = pool.engine if engine is None else engine
     r = Reranker(budget, capacity, method, engine=engine, **options)

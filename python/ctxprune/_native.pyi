@@ -128,6 +128,7 @@ class Reranker:
         frac: Optional[float] = None,
         batch: Optional[int] = None,
         token_capacity: Optional[int] = None,
+        prior_probes: Optional[int] = None,
     ) -> None: ...
     def rerank(
         self,

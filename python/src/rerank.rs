@@ -79,7 +79,7 @@ impl Reranker {
     #[new]
     #[pyo3(signature = (engine, budget, capacity, method = "boundary-morph", *, kernel = None, kappa = None,
         prior = None, acquisition = None, beta0 = None, graph_degree = None, seed_div = None, frac = None,
-        batch = None, token_capacity = None))]
+        batch = None, token_capacity = None, prior_probes = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -97,6 +97,7 @@ impl Reranker {
         frac: Option<f64>,
         batch: Option<usize>,
         token_capacity: Option<u64>,
+        prior_probes: Option<usize>,
     ) -> PyResult<Self> {
         let opts = RerankOptions {
             kernel,
@@ -109,6 +110,7 @@ impl Reranker {
             frac,
             batch,
             token_capacity,
+            prior_probes,
             ..RerankOptions::new(method, budget, capacity)
         };
         let cfg = opts.config().py(py)?;

@@ -23,6 +23,9 @@ def scores_for(X, q):
 @pytest.mark.parametrize("method,extra", [
     ("boundary-morph", []), ("bagel", []), ("single-stage", []), ("rgs", []),
     ("boundary-morph", ["--prior", "zero", "--acquisition", "ucb", "--beta0", "0.5"]),
+    ("boundary-morph", ["--batch", "4"]), ("bagel", ["--batch", "3"]),
+    ("boundary-morph", ["--prior", "adaptive"]),
+    ("rgs", ["--seed-div", "3", "--frac", "0.5", "--graph-degree", "6"]), ("rgs-simple", []),
 ])
 def test_equals_the_rust_api(tmp_path, rng, method, extra):
     X, q, _ = problem(rng, 157, 21)
@@ -43,13 +46,34 @@ def test_equals_the_rust_api(tmp_path, rng, method, extra):
     it = iter(extra)
     for flag, value in zip(it, it):
         key = flag[2:].replace("-", "_")
-        opts[key] = float(value) if key == "beta0" else value
+        opts[key] = (float(value) if key in ("beta0", "seed_div", "frac")
+                     else int(value) if key in ("batch", "graph_degree") else value)
     got = ctxprune.rerank(X, q, oracle, 31, 7, method, engine=CPU, **opts)
     assert got.indices.tolist() == want["selected"]
     assert got.scored.tolist() == want["scored"]
     np.testing.assert_array_equal(got.scores, want["scores"])
     assert got.oracle_calls == sum(calls) == len(want["scored"]) <= 31
+    assert got.oracle_rounds == len(calls) == want["oracle_rounds"]
+    assert got.prior_alpha == want["prior_alpha"]
     assert got.kappa == pytest.approx(want["kappa"]) if want["kappa"] is not None else got.kappa is None
+
+
+def test_token_capacity_equals_the_cli(tmp_path, rng):
+    X, q, _ = problem(rng, 93, 11)
+    s = scores_for(X.astype(np.float64), q.astype(np.float64))
+    tokens = (20 + (np.arange(93) * 37) % 400).astype(np.int64)
+    for name, a in (("x", X), ("q", q), ("s", s)):
+        np.save(tmp_path / f"{name}.npy", a)
+    (tmp_path / "t.json").write_text(str(tokens.tolist()))
+    want = cli("rerank", "--method", "boundary-morph", "--embeddings", str(tmp_path / "x.npy"),
+               "--query", str(tmp_path / "q.npy"), "--oracle-scores", str(tmp_path / "s.npy"),
+               "--budget", "25", "--capacity", "93", "--token-capacity", "1500",
+               "--tokens", str(tmp_path / "t.json"))
+    got = ctxprune.rerank(X, q, lambda i: s[i], 25, 93, engine=CPU, token_capacity=1500, tokens=tokens)
+    assert got.indices.tolist() == want["selected"]
+    assert got.tokens == want["tokens"] == int(tokens[got.indices].sum()) <= 1500
+    with pytest.raises(ctxprune.InvalidInputError, match="token"):
+        ctxprune.rerank(X, q, lambda i: s[i], 25, 93, engine=CPU, token_capacity=1500)
 
 
 class Boom(RuntimeError):

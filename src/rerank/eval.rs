@@ -185,6 +185,8 @@ pub struct Variant {
     acquisition: Acquisition,
     beta0: f64,
     batch: usize,
+    /// Probes for the adaptive prior, as a share of the budget (`B / probes_div`; 0: none).
+    probes_div: usize,
 }
 
 /// BAGEL's `beta0` sweep (SPEC §3); the table keeps the best per cell.
@@ -200,6 +202,7 @@ pub fn variants() -> Vec<Variant> {
         acquisition,
         beta0,
         batch: 1,
+        probes_div: 0,
     };
     let mut out = vec![
         v(
@@ -250,6 +253,15 @@ pub fn variants() -> Vec<Variant> {
         Acquisition::Boundary,
         1.0,
     ));
+    let mut probed = v(
+        "bm(adaptive,probes)",
+        Method::BoundaryMorph,
+        Prior::Adaptive,
+        Acquisition::Boundary,
+        1.0,
+    );
+    probed.probes_div = 10;
+    out.push(probed);
     for (q, name) in [(4, "bm(q=4)"), (8, "bm(q=8)"), (16, "bm(q=16)")] {
         let mut b = v(
             name,
@@ -478,6 +490,9 @@ pub fn run_spec(spec: &Spec, peaks: bool, progress: &mut dyn FnMut(&Step)) -> Re
                         cfg.acquisition = v.acquisition;
                         cfg.beta0 = v.beta0;
                         cfg.batch = v.batch;
+                        if v.probes_div > 0 {
+                            cfg.prior_probes = b / v.probes_div;
+                        }
                         cfg.token_capacity = token_capacity;
                         cfg.kernel = KernelChoice::Fixed(prob.kernel);
                         let mut o = Precomputed::new(prob.oracle.clone(), b)?;

@@ -172,6 +172,10 @@ pub struct RerankConfig {
     /// A token capacity `T`: the selected set holds at most `T` tokens (and at most
     /// `capacity` documents); needs per-document token counts.
     pub token_capacity: Option<u64>,
+    /// With the adaptive prior: documents scored first, in one call, spread evenly over
+    /// the MIPS ranks below the top ([`probe_ranks`]), so the prior's fit sees its shape and
+    /// not only its top. By default 0.
+    pub prior_probes: usize,
     /// The GP's kernel (and RGS's neighbourhoods). By default vMF with the median
     /// heuristic's `kappa`.
     pub kernel: KernelChoice,
@@ -194,6 +198,7 @@ impl RerankConfig {
             frac: 1.0,
             batch: 1,
             token_capacity: None,
+            prior_probes: 0,
             kernel: KernelChoice::Median(KernelKind::Vmf),
         }
     }
@@ -321,6 +326,12 @@ impl Reranker {
                     "applies to boundary-morph and bagel ({} batches its own calls)",
                     cfg.method.name()
                 ),
+            ));
+        }
+        if cfg.prior_probes > 0 && !(cfg.method == Method::BoundaryMorph && cfg.prior == Prior::Adaptive) {
+            return Err(Error::invalid(
+                "prior-probes",
+                "applies to boundary-morph with the adaptive prior",
             ));
         }
         if cfg.token_capacity == Some(0) {
@@ -461,6 +472,10 @@ impl Reranker {
                 let mut gp = Gp::with_store(&src, store, mu0, mu0_q)?;
                 if prior == Prior::Adaptive {
                     gp.set_adaptive(ADAPTIVE_RIDGE)?;
+                    let probes = probe_ranks(cfg.prior_probes.min(budget), n);
+                    let ys = run.call(&probes)?;
+                    let obs: Vec<(usize, f64)> = probes.iter().copied().zip(ys).collect();
+                    gp.observe_batch(&obs)?;
                 }
                 if cfg.method == Method::Bagel {
                     let warm: Vec<usize> = (0..budget / 2).collect();
@@ -535,6 +550,17 @@ impl Reranker {
             backend,
         })
     }
+}
+
+/// `p` MIPS ranks spread evenly below the top of a pool of `n`: `round(i (n - 1) / p)` for
+/// `i = 1..=p` (the last is the bottom), without repeats.
+#[must_use]
+pub fn probe_ranks(p: usize, n: usize) -> Vec<usize> {
+    let mut out: Vec<usize> = (1..=p)
+        .map(|i| ((i as f64) * (n.saturating_sub(1)) as f64 / p as f64).round() as usize)
+        .collect();
+    out.dedup();
+    out
 }
 
 /// A token capacity with the documents' counts: the greedy fill.

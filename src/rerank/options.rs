@@ -37,6 +37,8 @@ pub struct RerankOptions<'a> {
     pub batch: Option<usize>,
     /// A token capacity (needs the documents' token counts).
     pub token_capacity: Option<u64>,
+    /// Probe documents for the adaptive prior, by default 0 (boundary-morph, prior adaptive).
+    pub prior_probes: Option<usize>,
 }
 
 impl<'a> RerankOptions<'a> {
@@ -57,6 +59,7 @@ impl<'a> RerankOptions<'a> {
             frac: None,
             batch: None,
             token_capacity: None,
+            prior_probes: None,
         }
     }
 
@@ -86,6 +89,7 @@ impl<'a> RerankOptions<'a> {
         only(self.seed_div.is_some(), "seed-div", &[M::Rgs])?;
         only(self.frac.is_some(), "frac", &[M::Rgs])?;
         only(self.batch.is_some(), "batch", &[M::BoundaryMorph, M::Bagel])?;
+        only(self.prior_probes.is_some(), "prior-probes", &[M::BoundaryMorph])?;
         if self.graph_degree == Some(0) {
             return Err(Error::invalid("graph-degree", "must be at least 1"));
         }
@@ -130,6 +134,7 @@ impl<'a> RerankOptions<'a> {
             cfg.frac = x;
         }
         cfg.batch = self.batch.unwrap_or(1);
+        cfg.prior_probes = self.prior_probes.unwrap_or(0);
         cfg.token_capacity = self.token_capacity;
         cfg.kernel = match (kind, self.kappa) {
             (KernelKind::Vmf, Some(k)) => KernelChoice::Fixed(Kernel::Vmf { kappa: k }),

@@ -109,6 +109,7 @@ pub fn rerank(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
         frac: f.num("frac")?,
         batch: f.count("batch")?,
         token_capacity: f.count("token_capacity")?.map(|t| t as u64),
+        prior_probes: f.count("prior_probes")?,
         ..RerankOptions::new(&method, budget, capacity)
     };
     let cfg = opts.config()?;

@@ -90,7 +90,7 @@ pub fn document() -> Value {
             "kernel": enumerated(&["vmf", "cosine", "rbf", "matern52"]), "kappa": num(),
             "prior": enumerated(&["mips", "zero", "adaptive"]), "acquisition": enumerated(&["boundary", "ucb"]),
             "beta0": num(), "graph_degree": count(), "seed_div": num(), "frac": num(),
-            "batch": count(), "token_capacity": count(), "tokens": nums(),
+            "batch": count(), "token_capacity": count(), "tokens": nums(), "prior_probes": count(),
             "oracle_scores": nums(), "oracle_url": string(), "oracle_api": enumerated(&["tei", "cohere"]),
             "oracle_timeout": num(), "texts": strings(), "query_text": string(),
         }),

@@ -75,6 +75,10 @@ pub struct RerankArgs {
     /// rgs: heap cap max(seeds, round(frac B)). By default 1.
     #[arg(long, allow_hyphen_values = true)]
     pub frac: Option<f64>,
+    /// With --prior adaptive: documents scored first, in one call, spread evenly over the
+    /// MIPS ranks below the top, so the prior's fit sees its shape. By default 0.
+    #[arg(long, allow_hyphen_values = true)]
+    pub prior_probes: Option<usize>,
     /// Documents per oracle call, q (boundary-morph and bagel): each round picks q
     /// documents (kriging believer) and scores them in one call. By default 1.
     #[arg(long, allow_hyphen_values = true)]
@@ -122,6 +126,7 @@ pub fn run(a: RerankArgs) -> Result<()> {
         frac: a.frac,
         batch: a.batch,
         token_capacity: a.token_capacity,
+        prior_probes: a.prior_probes,
         ..RerankOptions::new(&a.method, a.budget, a.capacity)
     };
     let names = [
@@ -138,6 +143,7 @@ pub fn run(a: RerankArgs) -> Result<()> {
         "token-capacity",
         "tokens",
         "capacity",
+        "prior-probes",
     ];
     let cfg = super::cost::flags(opts.config(), &names)?;
     let method = cfg.method;
