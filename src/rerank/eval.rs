@@ -490,9 +490,7 @@ pub fn run_spec(spec: &Spec, peaks: bool, progress: &mut dyn FnMut(&Step)) -> Re
                         cfg.acquisition = v.acquisition;
                         cfg.beta0 = v.beta0;
                         cfg.batch = v.batch;
-                        if v.probes_div > 0 {
-                            cfg.prior_probes = b / v.probes_div;
-                        }
+                        cfg.prior_probes = b.checked_div(v.probes_div).unwrap_or(0);
                         cfg.token_capacity = token_capacity;
                         cfg.kernel = KernelChoice::Fixed(prob.kernel);
                         let mut o = Precomputed::new(prob.oracle.clone(), b)?;
