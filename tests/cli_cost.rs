@@ -489,14 +489,27 @@ fn eval_refuses_instead_of_clamping_or_wrapping() {
 
 #[test]
 fn eval_writes_the_plot_before_the_table_and_reports_write_errors() {
-    let args = ["eval", "--problems", "1", "--budgets", "0,5", "--capacities", "4"];
+    let args = [
+        "eval",
+        "--problems",
+        "1",
+        "--budgets",
+        "0,5",
+        "--capacities",
+        "4",
+        "--modes",
+        "diffuse",
+        "--no-peaks",
+    ];
     let (code, table, _) = run(&args);
     assert_eq!(code, 0);
     assert!(
-        table.starts_with("1 problems, N = 10,000, seeds 1..1\n"),
+        table.starts_with("1 problems per mode, N = 10,000, seeds 1..1\n"),
         "{table}"
     );
-    assert_eq!(table.lines().count(), 2 + 2 * 10);
+    // Two budgets, each every variant and the best BAGEL.
+    let rows = ctxprune::rerank::eval::variants().len() + 1;
+    assert_eq!(table.lines().count(), 2 + 2 * rows, "{table}");
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("q.png").display().to_string();
     let mut with = args.to_vec();

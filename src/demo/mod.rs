@@ -173,7 +173,7 @@ fn cost_section(out: &mut String) -> Result<()> {
 
 /// Budgeted top-k on the synthetic pool ([`data::rerank_problem`]).
 fn rerank_section(pool: &Synthetic, engine: &Engine, out: &mut String) -> Result<()> {
-    use crate::rerank::{metrics::ncg, Method as R, Precomputed, RerankConfig, Reranker};
+    use crate::rerank::{metrics::ncg, Method as R, Precomputed, Prior, RerankConfig, Reranker};
     let p = data::rerank_problem(pool, 5)?;
     let n = p.sorted.rows();
     let sorted = Pool::new(engine, p.sorted)?;
@@ -184,21 +184,34 @@ fn rerank_section(pool: &Synthetic, engine: &Engine, out: &mut String) -> Result
     );
     let _ = writeln!(
         out,
-        "{:<16} {:>10} {:>10} {:>9}  {:<8}",
-        "method", "CE-nCG@k", "calls", "time ms", "backend"
+        "{:<20} {:>10} {:>6} {:>9} {:>9}  {:<8}",
+        "method", "CE-nCG@k", "docs", "requests", "time ms", "backend"
     );
-    for m in [R::SingleStage, R::Bagel, R::Rgs, R::BoundaryMorph] {
+    // The paper's methods, then BoundaryMORPH with 8 documents per oracle request and with
+    // the adaptive prior (issue 15).
+    let runs = [
+        (R::SingleStage, 1, Prior::Mips, "single-stage"),
+        (R::Bagel, 1, Prior::Mips, "bagel"),
+        (R::Rgs, 1, Prior::Mips, "rgs"),
+        (R::BoundaryMorph, 1, Prior::Mips, "boundary-morph"),
+        (R::BoundaryMorph, 8, Prior::Mips, "boundary-morph q=8"),
+        (R::BoundaryMorph, 1, Prior::Adaptive, "bm adaptive prior"),
+    ];
+    for (m, batch, prior, name) in runs {
         let mut o = Precomputed::new(p.scores.clone(), budget)?;
+        let mut cfg = RerankConfig::new(m, budget, cap);
+        cfg.batch = batch;
+        cfg.prior = prior;
         let t = std::time::Instant::now();
-        let r =
-            Reranker::new(engine, RerankConfig::new(m, budget, cap))?.rerank(&sorted, &pool.query, &mut o)?;
+        let r = Reranker::new(engine, cfg)?.rerank(&sorted, &pool.query, &mut o)?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
         let _ = writeln!(
             out,
-            "{:<16} {:>10.3} {:>10} {:>9.1}  {:<8}",
-            m.name(),
+            "{:<20} {:>10.3} {:>6} {:>9} {:>9.1}  {:<8}",
+            name,
             ncg(&r.selected, &p.scores),
             r.scored.len(),
+            r.rounds,
             ms,
             r.backend.name()
         );

@@ -134,7 +134,9 @@ pub fn document() -> Value {
         "notes": strings()}});
     let reranked = json!({"type": "object", "required": ["selected", "scored", "scores"], "properties": {
         "method": string(), "selected": {"type": "array", "items": count()}, "scored": {"type": "array", "items": count()},
-        "oracle_calls": count(), "scores": nums(), "notes": strings(), "kappa": {"type": ["number", "null"]},
+        "oracle_calls": count(), "oracle_rounds": count(), "scores": nums(), "notes": strings(),
+        "kappa": {"type": ["number", "null"]}, "prior_alpha": {"type": ["number", "null"]},
+        "tokens": {"type": ["integer", "null"], "minimum": 0},
         "backend": string(), "elapsed_ms": num(), "oracle_ms": num()}});
     let op =
         |summary: &str, b: Value, r: Value| json!({"summary": summary, "requestBody": b, "responses": r});
