@@ -189,6 +189,12 @@ impl<'k> Gp<'k> {
 
     /// Adds the oracle's score `y` of pool item `j`.
     pub fn observe(&mut self, j: usize, y: f64) -> Result<()> {
+        let o = self.obs_of(j, y)?;
+        self.push(o)
+    }
+
+    /// The observation of score `y` for pool item `j`, checked.
+    fn obs_of(&self, j: usize, y: f64) -> Result<Obs> {
         if j >= self.n {
             return Err(Error::invalid(
                 "observation",
@@ -199,7 +205,7 @@ impl<'k> Gp<'k> {
             return Err(Error::invalid("observation", format!("score of item {j} is {y}")));
         }
         let p = self.mu0[j];
-        self.push(Obs {
+        Ok(Obs {
             idx: Some(j),
             r: y - p,
             p,
@@ -211,25 +217,10 @@ impl<'k> Gp<'k> {
     /// (in exact arithmetic the same as `q` calls of [`Gp::observe`]; a block that does not
     /// factor at the current jitter falls back to them, and they to the jitter ladder).
     pub fn observe_batch(&mut self, items: &[(usize, f64)]) -> Result<()> {
-        for &(j, y) in items {
-            if j >= self.n {
-                return Err(Error::invalid(
-                    "observation",
-                    format!("index {j} outside the pool of {}", self.n),
-                ));
-            }
-            if !y.is_finite() {
-                return Err(Error::invalid("observation", format!("score of item {j} is {y}")));
-            }
-        }
         let obs: Vec<Obs> = items
             .iter()
-            .map(|&(j, y)| Obs {
-                idx: Some(j),
-                r: y - self.mu0[j],
-                p: self.mu0[j],
-            })
-            .collect();
+            .map(|&(j, y)| self.obs_of(j, y))
+            .collect::<Result<_>>()?;
         if self.pinv.is_some() || obs.len() <= 1 {
             return obs.into_iter().try_for_each(|o| self.push(o));
         }

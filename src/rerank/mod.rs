@@ -646,10 +646,16 @@ impl Search<'_, '_> {
         match self.acq {
             Acquisition::Boundary => {
                 self.refresh(run, pending)?;
-                let mut y = run.y.clone();
-                for &(j, f) in pending {
-                    y[j] = Some(f);
-                }
+                // The scores with this round's fantasies; no copy when there are none (q = 1).
+                let y: std::borrow::Cow<'_, [Option<f64>]> = if pending.is_empty() {
+                    std::borrow::Cow::Borrowed(&run.y)
+                } else {
+                    let mut y = run.y.clone();
+                    for &(j, f) in pending {
+                        y[j] = Some(f);
+                    }
+                    std::borrow::Cow::Owned(y)
+                };
                 Ok(match self.fill {
                     None => boundary_scan(&self.mean, &self.var, &y, self.k),
                     Some(f) => f.boundary(&self.mean, &self.var, &y),
