@@ -72,6 +72,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod attention;
 pub mod backend;
 #[cfg(feature = "embed")]
 pub mod controller;
@@ -85,7 +86,9 @@ pub mod gpu_check;
 pub mod io;
 pub mod mask;
 pub mod pipeline;
+pub mod plot;
 pub mod pool;
+pub mod probe;
 pub mod rerank;
 pub mod rng;
 pub mod select;

@@ -1,6 +1,8 @@
 //! The one integration-test binary: every scorer against a slow evaluation of its
 //! definition, the loaders, the CLI contract, and the backend harness.
 
+mod attention;
+mod attention_segment;
 mod backend;
 #[cfg(feature = "cli")]
 mod cli;
@@ -24,6 +26,7 @@ mod io;
 mod mask;
 mod pipeline;
 mod pipeline_replay;
+mod probe;
 mod properties;
 mod rerank;
 mod rerank_beyond;

@@ -120,3 +120,13 @@ pub mod check {
         match d.0 {}
     }
 }
+
+/// Attention mass on a device (none exist in this build).
+pub(crate) fn attention_mass(
+    d: &Device,
+    _qk: &crate::attention::Qk,
+    _piece: &[u32],
+    _np: usize,
+) -> Result<Vec<f64>> {
+    match d.0 {}
+}

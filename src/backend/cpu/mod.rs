@@ -6,6 +6,7 @@
 //! every target, so a dot product gives the same bits whichever version runs; the lazy
 //! and eager greedy paths both go through [`dot`], so they see identical numbers.
 
+pub mod attention;
 pub mod gp;
 
 use multiversion::multiversion;

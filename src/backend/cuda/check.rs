@@ -544,5 +544,22 @@ pub(crate) fn timings(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Res
         Some(ms <= 50.0),
         "pools uploaded once, outside the clock",
     );
+    drop(mb);
+
+    // Attention mass (App. E.3) at the size: Q/K resident, the four launches per
+    // layer and the range sums; the target is for an H100-class GPU.
+    let (qk, seg) = crate::attention::synthetic(32_768, 8, 16, 4, 256, 50, rng.next_u64())?;
+    let piece = crate::attention::pieces(&seg, qk.n_keys());
+    let np = seg.spans.len() + 1;
+    let att = super::attention::DevAttention::new(dev, &qk)?;
+    let ms = median_ms(&lane, 5, || att.run(&piece, np).map(|_| ()))?;
+    let flops = 4.0 * (qk.steps().len() * qk.n_keys() * 16 * 256 * 8) as f64;
+    rep.time(
+        "attention mass N=32k L=8 H=16 G=4 d=256, 50 steps (resident)",
+        ms,
+        "<= 50 ms",
+        Some(ms <= 50.0),
+        &format!("{:.1} TFLOP/s (two score passes)", flops / ms / 1e9),
+    );
     Ok(())
 }

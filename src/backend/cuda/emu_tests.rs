@@ -404,6 +404,19 @@ fn race_check_every_kernel_on_os_threads() {
     };
     s.posterior(at, &mut m, &mut v).unwrap();
     s.ucb_pick(at, &[false; 67], 1.0).unwrap();
+    // Attention mass: 9 steps (two blocks of steps), d = 70 (two staged chunks), 6 query
+    // heads over 2 key heads (a partial batch of heads), against the CPU path.
+    let (qk, seg) = crate::attention::synthetic(160, 2, 6, 2, 70, 9, 4).unwrap();
+    let piece = crate::attention::pieces(&seg, qk.n_keys());
+    let np = seg.spans.len() + 1;
+    let got = super::attention::attention_mass(&d, &qk, &piece, np).unwrap();
+    let want = crate::backend::cpu::attention::attention_mass(&qk, &piece, np).unwrap();
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-6 * b.abs() + 1e-15,
+            "attention mass {i}: device {a}, cpu {b}"
+        );
+    }
     super::emulate_with_os_threads(false);
     let after = super::emulated_launches();
     let missing: Vec<&str> = after

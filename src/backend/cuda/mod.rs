@@ -17,6 +17,7 @@
 //! (cudarc panics when it is missing), and a panic inside a CUDA library while opening is
 //! caught and reported.
 
+pub mod attention;
 pub mod batched;
 pub mod check;
 pub mod compile;
@@ -43,6 +44,7 @@ use super::EngineOptions;
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
+pub(crate) use attention::attention_mass;
 pub(crate) use compile::compile_kernels;
 pub(crate) use gp::gp_store;
 pub(crate) use gram::{gram, gram_batched, gram_half, gram_rows, upload_half_rows, upload_rows};

@@ -6,6 +6,7 @@
 //! else `$HOME/.cache/ctxprune`) holds compiled kernels; `CUDA_HOME` and `CUDA_PATH` are
 //! searched for NVRTC and cuBLAS.
 
+mod attention;
 mod cost;
 mod device;
 #[cfg(feature = "embed")]
@@ -13,6 +14,7 @@ mod embed;
 mod eval;
 mod mask;
 mod pipeline;
+mod probe;
 mod rerank;
 mod select;
 #[cfg(feature = "serve")]
@@ -56,6 +58,15 @@ enum Cmd {
     /// Replay a logged research run (JSON lines) under per-stage policies (a TOML file) and
     /// print the accounting: nodes explored, items and tokens before and after each stage.
     Pipeline(pipeline::PipelineArgs),
+    /// The SNR regression probe (observation-masking.txt §5.2): which queries does context
+    /// management rescue? Trace features of No-CM trajectories, a ridge fit of the
+    /// evidence SNR, PCA1, and the AUC of a balanced logistic probe on the two.
+    Probe(probe::ProbeArgs),
+    /// Where an agent's attention goes (observation-masking.txt App. E): segment a rendered
+    /// prompt, measure attention mass by turn and role from Q/K tensors, draw the heat map
+    /// and the decay curves.
+    #[command(subcommand)]
+    Attention(attention::AttentionCmd),
     /// Run every capability on a built-in seeded synthetic pool and print a table.
     Demo(DemoArgs),
     /// Compile every CUDA kernel to PTX with NVRTC (no GPU needed) and write the PTX;
@@ -129,6 +140,8 @@ fn main() -> ExitCode {
         Cmd::Cost(c) => cost::run(c),
         Cmd::Mask(a) => mask::run(a),
         Cmd::Pipeline(a) => pipeline::run(a),
+        Cmd::Probe(a) => probe::run(a),
+        Cmd::Attention(c) => attention::run(c),
         Cmd::Demo(a) => open_engine(&a.backend).and_then(|o| {
             o.print_note();
             ctxprune::demo::run(&o.engine).and_then(|t| print_out(&t))
