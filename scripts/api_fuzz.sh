@@ -6,13 +6,14 @@
 # crash, or a server that does not stop cleanly on SIGTERM.
 #
 #   scripts/api_fuzz.sh CTXPRUNE_BINARY [MAX_EXAMPLES=100] [SECONDS=600]
+#   scripts/api_fuzz.sh --setup     (only install schemathesis; CI runs it in the background)
 #
 # The document gives types and required fields; value ranges and which options go
 # together are checked by the server and answered 422, so schemathesis's two
 # "acceptance" checks (positive_data_acceptance, negative_data_rejection) are left out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=${1:?usage: scripts/api_fuzz.sh CTXPRUNE_BINARY [MAX_EXAMPLES] [SECONDS]}
+bin=${1:?usage: scripts/api_fuzz.sh CTXPRUNE_BINARY [MAX_EXAMPLES] [SECONDS] | --setup}
 examples=${2:-100}
 seconds=${3:-600}
 SCHEMATHESIS_VERSION=4.32.5
@@ -22,6 +23,9 @@ if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VER
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+fi
+if [ "$bin" = "--setup" ]; then
+  exit 0
 fi
 
 log=$(mktemp)

@@ -7,6 +7,7 @@
 # register / spill report, also kept in target/ptx/ptxas.txt.
 #
 # Usage: scripts/ptx_check.sh [path/to/ctxprune]   (default: target/debug/ctxprune)
+#        scripts/ptx_check.sh --setup   (only install the wheels; CI runs it in the background)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="${1:-target/debug/ctxprune}"
@@ -15,6 +16,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/pip" install -q --disable-pip-version-check "nvidia-cuda-nvrtc>=13,<14" "nvidia-cuda-nvcc>=13,<14"
+if [ "$BIN" = "--setup" ]; then
+  exit 0
+fi
 NV="$("$VENV/bin/python" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')"
 OUT=target/ptx
 rm -rf "$OUT" && mkdir -p "$OUT"

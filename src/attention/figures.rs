@@ -74,13 +74,15 @@ pub fn draw_heatmap(mass: &Mass, path: &Path, title: &str) -> Result<()> {
     let tf = t as f64;
     crate::plot::png(path, 900, 760, |root| {
         let (main, bars) = root.split_horizontally(760);
+        // Cell (i, j) is centred on (j, -i): integer ticks fall on cell centres, and row 0 is
+        // at the top as in a matrix.
         let mut chart = ChartBuilder::on(&main)
             .caption(title, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(55)
-            .build_cartesian_2d(0.0..tf, 0.0..tf)?;
-        let ticks = t.min(10);
+            .build_cartesian_2d(-0.5..tf - 0.5, -(tf - 0.5)..0.5)?;
+        let ticks = t.min(11);
         chart
             .configure_mesh()
             .disable_mesh()
@@ -88,8 +90,8 @@ pub fn draw_heatmap(mass: &Mass, path: &Path, title: &str) -> Result<()> {
             .y_desc("reasoning step i")
             .x_labels(ticks)
             .y_labels(ticks)
-            .x_label_formatter(&|x| format!("{}", x.floor() as i64))
-            .y_label_formatter(&|y| format!("{}", (tf - y).ceil() as i64 - 1))
+            .x_label_formatter(&|x| format!("{}", x.round() as i64))
+            .y_label_formatter(&|y| format!("{}", -(y.round() as i64)))
             .label_style(("sans-serif", 14))
             .draw()?;
         let cells = (0..t).flat_map(|i| (0..t).map(move |j| (i, j))).map(|(i, j)| {
@@ -101,8 +103,8 @@ pub fn draw_heatmap(mass: &Mass, path: &Path, title: &str) -> Result<()> {
                 // Upper triangle: Oᵀ, cell (i, j) shows O[j][i].
                 scaled(o[j * t + i], omax, ORANGE)
             };
-            let y = tf - i as f64;
-            Rectangle::new([(j as f64, y - 1.0), (j as f64 + 1.0, y)], colour.filled())
+            let (x, y) = (j as f64, -(i as f64));
+            Rectangle::new([(x - 0.5, y - 0.5), (x + 0.5, y + 0.5)], colour.filled())
         });
         chart.draw_series(cells)?;
         // Two colour bars: R (blue) and O (orange), 0 at the bottom.

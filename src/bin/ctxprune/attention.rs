@@ -1,8 +1,9 @@
 //! `ctxprune attention`: where an agent's attention goes (observation-masking.txt App. E).
 
-use crate::open_engine;
+use crate::{open_engine, print_out};
 use ctxprune::attention::{self, figures, segment, tensors::TensorFile, Mass, Role, Segmentation};
 use ctxprune::{Error, Result};
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Subcommand)]
@@ -16,6 +17,41 @@ pub enum AttentionCmd {
     /// The decay curves aggregated over many trajectories' masses (JSON from `attention
     /// mass --json`); prints a table, writes JSON and a PNG.
     Decay(DecayArgs),
+    /// Time attention mass on seeded synthetic tensors (by default the benchmark shape:
+    /// N = 32,768, 8 layers, 16 query heads over 4 key heads of 256, 50 steps); prints the
+    /// median.
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Tokens.
+    #[arg(long, default_value_t = 32_768)]
+    n: usize,
+    /// Hooked layers.
+    #[arg(long, default_value_t = 8)]
+    layers: usize,
+    /// Query heads.
+    #[arg(long, default_value_t = 16)]
+    heads: usize,
+    /// Key heads.
+    #[arg(long, default_value_t = 4)]
+    kv_heads: usize,
+    /// Head dimension.
+    #[arg(long, default_value_t = 256)]
+    head_dim: usize,
+    /// Reasoning steps (one per turn).
+    #[arg(long, default_value_t = 50)]
+    steps: usize,
+    /// Timed runs (after one warm-up).
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Seed of the synthetic tensors.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// auto, cpu or cuda.
+    #[arg(long, default_value = "auto")]
+    backend: String,
 }
 
 #[derive(clap::Args)]
@@ -84,6 +120,7 @@ pub fn run(cmd: AttentionCmd) -> Result<()> {
         AttentionCmd::Segment(a) => run_segment(&a),
         AttentionCmd::Mass(a) => run_mass(&a),
         AttentionCmd::Decay(a) => run_decay(&a),
+        AttentionCmd::Bench(a) => run_bench(&a),
     }
 }
 
@@ -116,7 +153,7 @@ fn run_segment(a: &SegmentArgs) -> Result<()> {
     let text = json(&seg);
     match &a.out {
         Some(p) => write(p, &text)?,
-        None => println!("{text}"),
+        None => print_out(&format!("{text}\n"))?,
     }
     eprintln!(
         "{} tokens, {} turns, {} spans, {} reasoning steps",
@@ -157,7 +194,7 @@ fn run_mass(a: &MassArgs) -> Result<()> {
     let t1 = std::time::Instant::now();
     let mass = attention::mass(&opened.engine, &qk, &seg)?;
     let ms = t1.elapsed().as_secs_f64() * 1e3;
-    print_mass(&mass);
+    print_out(&mass_table(&mass))?;
     eprintln!(
         "{} layers, {} heads over {} key heads of {}, {} keys, {} steps on {}: read {read_ms:.1} ms, mass {ms:.1} ms",
         qk.layers().len(),
@@ -179,8 +216,10 @@ fn run_mass(a: &MassArgs) -> Result<()> {
 
 /// One line per step: its share per role summed over turns, split into its own turn and
 /// the past.
-fn print_mass(m: &Mass) {
-    println!(
+fn mass_table(m: &Mass) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
         "step    pos  turn  reasoning(past/own)  observation(past/own)  tool_call  system   user  unassigned"
     );
     for (r, st) in m.steps.iter().enumerate() {
@@ -192,7 +231,8 @@ fn print_mass(m: &Mass) {
         };
         let own = |role: Role| st.s.get(st.turn).map_or(0.0, |row| row[role.index()]);
         let all = |role: Role| st.s.iter().map(|row| row[role.index()]).sum::<f64>();
-        println!(
+        let _ = writeln!(
+            o,
             "{r:>4} {:>6} {:>5}  {:>8.4} / {:<8.4}   {:>8.4} / {:<8.4}    {:>8.4}  {:>6.4} {:>6.4}  {:>9.4}",
             st.pos,
             st.turn,
@@ -206,6 +246,7 @@ fn print_mass(m: &Mass) {
             st.unassigned
         );
     }
+    o
 }
 
 fn run_decay(a: &DecayArgs) -> Result<()> {
@@ -220,7 +261,9 @@ fn run_decay(a: &DecayArgs) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     let d = figures::decay(&masses);
-    println!(
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
         "{} trajectories, {} steps with >= {} past turns ({} skipped), {} past-turn observations",
         masses.len(),
         d.steps,
@@ -228,14 +271,18 @@ fn run_decay(a: &DecayArgs) -> Result<()> {
         d.steps_skipped,
         d.observations
     );
-    println!("bin  rel_pos      n   reasoning(mean  cum%)   observation(mean  cum%)   tool_call(mean  cum%)");
+    let _ = writeln!(
+        o,
+        "bin  rel_pos      n   reasoning(mean  cum%)   observation(mean  cum%)   tool_call(mean  cum%)"
+    );
     let (re, ob, tc) = (
         &d.roles[Role::Reasoning.index()],
         &d.roles[Role::Observation.index()],
         &d.roles[Role::ToolCall.index()],
     );
     for b in 0..figures::BINS {
-        println!(
+        let _ = writeln!(
+            o,
             "{b:>3}  {:.2}-{:.2} {:>6}   {:>8.4} {:>6.1}     {:>8.4} {:>6.1}      {:>8.4} {:>6.1}",
             d.edges[b],
             d.edges[b + 1],
@@ -248,6 +295,7 @@ fn run_decay(a: &DecayArgs) -> Result<()> {
             100.0 * tc.cumulative[b]
         );
     }
+    print_out(&o)?;
     if let Some(p) = &a.json {
         write(p, &json(&d))?;
     }
@@ -255,4 +303,39 @@ fn run_decay(a: &DecayArgs) -> Result<()> {
         figures::draw_decay(&d, p, &a.title)?;
     }
     Ok(())
+}
+
+fn run_bench(a: &BenchArgs) -> Result<()> {
+    if a.repeat == 0 {
+        return Err(Error::invalid("--repeat", "must be at least 1"));
+    }
+    let opened = open_engine(&a.backend)?;
+    opened.print_note();
+    let t = std::time::Instant::now();
+    let (qk, seg) = attention::synthetic(a.n, a.layers, a.heads, a.kv_heads, a.head_dim, a.steps, a.seed)?;
+    eprintln!("synthetic tensors in {:.1} s", t.elapsed().as_secs_f64());
+    let mut v = Vec::with_capacity(a.repeat);
+    for i in 0..=a.repeat {
+        let t = std::time::Instant::now();
+        attention::mass(&opened.engine, &qk, &seg)?;
+        if i > 0 {
+            v.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    v.sort_by(f64::total_cmp);
+    print_out(&format!(
+        "attention mass N={} L={} H={} G={} d={} steps={} keys={} on {}: median {:.1} ms over {} runs (min {:.1}, max {:.1})\n",
+        a.n,
+        a.layers,
+        a.heads,
+        a.kv_heads,
+        a.head_dim,
+        a.steps,
+        qk.n_keys(),
+        opened.engine.describe(),
+        v[v.len() / 2],
+        v.len(),
+        v[0],
+        v[v.len() - 1]
+    ))
 }
