@@ -4,8 +4,11 @@
 //
 // Layout (one layer): q is R x (H d) (row r: the query at step r, heads back to back), k is
 // n_keys x (G d); query head h reads key head h / (H / G). A block serves a tile of 32 keys
-// (blockIdx.x) for 8 steps (blockIdx.y): warp w is step 8 blockIdx.y + w, lane l is key
-// 32 blockIdx.x + l. Key j counts for step r when j <= steps[r] (causal).
+// for 8 steps: blockIdx.x = tile * sblocks + step block, so the blocks sharing a tile of keys
+// run next to each other (the tile is read from L2, not HBM, after the first). Warp w is
+// step 8 (step block) + w, lane l is key 32 tile + l. Key j counts for step r when
+// j <= steps[r] (causal); a block whose tile starts after its last step returns at once,
+// and the combine reads only the tiles a step sees.
 //
 // 1. attn_stats_f32: per head, step and tile, m = max score and l = sum exp((s - m) / sqrt d)
 //    (f64), written to stats indexed ((h R + r) tiles + tile).
@@ -33,8 +36,9 @@ __device__ __forceinline__ void att_scores(const float* q, const float* k, int r
     __shared__ float qs[ATT_HB][ATT_RB][ATT_DC];
     int t = threadIdx.x;
     int lane = t & 31, w = t >> 5;
-    long long j0 = (long long)blockIdx.x * ATT_TK;
-    int r0 = blockIdx.y * ATT_RB;
+    int sblocks = (rn + ATT_RB - 1) / ATT_RB;
+    long long j0 = (long long)(blockIdx.x / sblocks) * ATT_TK;
+    int r0 = (blockIdx.x % sblocks) * ATT_RB;
 #pragma unroll
     for (int i = 0; i < ATT_HB; ++i) s[i] = 0.0f;
     for (int c0 = 0; c0 < d; c0 += ATT_DC) {
@@ -59,6 +63,18 @@ __device__ __forceinline__ void att_scores(const float* q, const float* k, int r
     }
 }
 
+// This block's first step, tile and this thread's step r and key j; false when the whole
+// block lies after its last step (uniform over the block: it returns before any barrier).
+__device__ __forceinline__ bool att_block(const long long* steps, int rn, int& r, long long& j) {
+    int sblocks = (rn + ATT_RB - 1) / ATT_RB;
+    long long tile = blockIdx.x / sblocks;
+    int r0 = (blockIdx.x % sblocks) * ATT_RB;
+    int rlast = r0 + ATT_RB - 1 < rn - 1 ? r0 + ATT_RB - 1 : rn - 1;
+    r = r0 + (threadIdx.x >> 5);
+    j = tile * ATT_TK + (threadIdx.x & 31);
+    return tile * ATT_TK <= steps[rlast];
+}
+
 // Warp-wide max and sum (every lane gets the result).
 __device__ __forceinline__ float att_warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -73,11 +89,13 @@ extern "C" __global__ void attn_stats_f32(const float* q, const float* k, const 
                                           long long nk, int h, int g, int d, double isd, int tiles, float* m,
                                           double* l) {
     int lane = threadIdx.x & 31;
-    int r = blockIdx.y * ATT_RB + (threadIdx.x >> 5);
-    long long j = (long long)blockIdx.x * ATT_TK + lane;
+    int r;
+    long long j;
+    if (!att_block(steps, rn, r, j)) return;
     bool ok = r < rn && j <= (r < rn ? steps[r] : -1);
     int hpg = h / g;
     float s[ATT_HB];
+    long long tile = j / ATT_TK;
     for (int kg = 0; kg < g; ++kg) {
         for (int hl = 0; hl < hpg; hl += ATT_HB) {
             int nh = hpg - hl < ATT_HB ? hpg - hl : ATT_HB;
@@ -90,7 +108,7 @@ extern "C" __global__ void attn_stats_f32(const float* q, const float* k, const 
                 double e = (ok && mx > CTX_NEG_INF_F) ? exp(((double)s[i] - (double)mx) * isd) : 0.0;
                 double sum = att_warp_sum(e);
                 if (lane == 0 && r < rn) {
-                    long long at = ((long long)(h0 + i) * rn + r) * tiles + blockIdx.x;
+                    long long at = ((long long)(h0 + i) * rn + r) * tiles + tile;
                     m[at] = mx;
                     l[at] = sum;
                 }
@@ -99,16 +117,18 @@ extern "C" __global__ void attn_stats_f32(const float* q, const float* k, const 
     }
 }
 
-extern "C" __global__ void attn_combine_f64(const float* m, const double* l, int rows, int tiles, double isd,
-                                            float* mm, double* z) {
+// Row v = h R + r; only the tiles step r sees (0..steps[r] / 32) were written this layer.
+extern "C" __global__ void attn_combine_f64(const float* m, const double* l, const long long* steps, int rn,
+                                            int rows, int tiles, double isd, float* mm, double* z) {
     int v = blockIdx.x * blockDim.x + threadIdx.x;
     if (v >= rows) return;
     const float* mv = m + (long long)v * tiles;
     const double* lv = l + (long long)v * tiles;
+    int seen = (int)(steps[v % rn] / ATT_TK) + 1;
     float mx = CTX_NEG_INF_F;
-    for (int t = 0; t < tiles; ++t) mx = fmaxf(mx, mv[t]);
+    for (int t = 0; t < seen; ++t) mx = fmaxf(mx, mv[t]);
     double acc = 0.0;
-    for (int t = 0; t < tiles; ++t)
+    for (int t = 0; t < seen; ++t)
         if (mv[t] > CTX_NEG_INF_F) acc += lv[t] * exp(((double)mv[t] - (double)mx) * isd);
     mm[v] = mx;
     z[v] = acc;
@@ -117,9 +137,9 @@ extern "C" __global__ void attn_combine_f64(const float* m, const double* l, int
 extern "C" __global__ void attn_weights_f32(const float* q, const float* k, const long long* steps, int rn,
                                             long long nk, int h, int g, int d, double isd, const float* mm,
                                             const double* z, double* acc) {
-    int lane = threadIdx.x & 31;
-    int r = blockIdx.y * ATT_RB + (threadIdx.x >> 5);
-    long long j = (long long)blockIdx.x * ATT_TK + lane;
+    int r;
+    long long j;
+    if (!att_block(steps, rn, r, j)) return;
     bool ok = r < rn && j <= (r < rn ? steps[r] : -1);
     int hpg = h / g;
     float s[ATT_HB];

@@ -157,7 +157,6 @@ fn median_ms(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     Ok(v[v.len() / 2])
 }
 
-/// End-to-end rows through the public API on resident pools, with the CPU beside them.
 /// Attention mass (App. E.3) through the public API on both engines: odd sizes, a partial
 /// batch of query heads per key head, two staged chunks of the head dimension, steps over
 /// two blocks; every span's mass within 1e-6 relative.
@@ -197,6 +196,7 @@ fn attention(gpu: &Engine, cpu: &Engine, rng: &mut Rng, rep: &mut CheckReport) -
     Ok(())
 }
 
+/// End-to-end rows through the public API on resident pools, with the CPU beside them.
 fn timings(gpu: &Engine, cpu: &Engine, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
     // Attention mass at the size, end to end through the public API (the upload
     // of 1.1 GB of keys included; the device-resident time is in the device table).

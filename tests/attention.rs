@@ -159,6 +159,61 @@ fn mass_equals_direct_softmax_rows_on_every_engine() {
 }
 
 #[test]
+fn more_steps_than_a_chunk_match_the_direct_evaluation() {
+    // 67 steps: two chunks of steps on both backends (64 + 3), against the definition.
+    let (qk, seg) = attention::synthetic(1427, 1, 4, 2, 33, 67, 21).unwrap();
+    let want = direct(&qk, &seg);
+    for engine in available() {
+        let m = attention::mass(&engine, &qk, &seg).unwrap();
+        for (r, (step, (ws, wu))) in m.steps.iter().zip(&want).enumerate() {
+            for (k, wk) in ws.iter().enumerate() {
+                for role in Role::ALL {
+                    let what = format!("{} step {r} turn {k} {}", engine.name(), role.name());
+                    rel_close(&what, step.s[k][role.index()], wk[role.index()]);
+                }
+            }
+            rel_close(
+                &format!("{} step {r} unassigned", engine.name()),
+                step.unassigned,
+                *wu,
+            );
+        }
+    }
+}
+
+#[test]
+fn hostile_sizes_are_errors() {
+    // A turn count the spans do not support (it would size per-step matrices).
+    let spans = vec![Span {
+        start: 0,
+        end: 5,
+        turn: 0,
+        role: Role::Reasoning,
+    }];
+    let e = Segmentation::new(10, 1_000_000_000_000_000, vec![2], spans.clone())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("turns"), "{e}");
+    assert!(Segmentation::new(10, 1, vec![2], spans).is_ok());
+    // Scores that overflow f32.
+    let big = QkLayer {
+        q: vec![1e20; 8],
+        k: vec![1e20; 8],
+    };
+    let e = Qk::new(2, 1, 4, vec![1], vec![big]).unwrap_err().to_string();
+    assert!(e.contains("overflow"), "{e}");
+    // A mass read from JSON with a turn past `turns`, or short rows: refused by decay.
+    let mut m = hand_mass(6, &[(5, vec![(0.1, 0.1); 6])]);
+    m.steps[0].turn = 1_000_000_000_000;
+    let e = attention::figures::decay(&[m]).unwrap_err().to_string();
+    assert!(e.contains("masses[0]") && e.contains("steps[0].turn"), "{e}");
+    let mut m = hand_mass(6, &[(5, vec![(0.1, 0.1); 6])]);
+    m.steps[0].s.pop();
+    let e = attention::figures::decay(&[m]).unwrap_err().to_string();
+    assert!(e.contains("steps[0].s"), "{e}");
+}
+
+#[test]
 fn planted_shares_are_measured() {
     // Four spans of 20 tokens; each query's logits are 0 on every key except span 1 (the
     // second), where they are ln(c) for every key: the share of span 1 is
@@ -507,7 +562,7 @@ fn decay_bins_and_cumulative_shares_by_hand() {
     // A second trajectory, step in turn 5 with other numbers: same bins.
     let rows2: Vec<(f64, f64)> = (0..6).map(|k| (0.02, 0.001 * k as f64)).collect();
     let m2 = hand_mass(6, &[(5, rows2)]);
-    let d = decay(&[m1, m2]);
+    let d = decay(&[m1, m2]).unwrap();
     assert_eq!((d.steps, d.steps_skipped, d.observations), (2, 1, 10));
     let re = &d.roles[Role::Reasoning.index()];
     let ob = &d.roles[Role::Observation.index()];
@@ -548,12 +603,14 @@ fn heatmap_matrices_and_pngs() {
     // Decay figure from trajectories with enough past turns; an empty pool is an error.
     let (qk, seg) = attention::synthetic(400, 1, 2, 1, 8, 8, 3).unwrap();
     let mass = attention::mass(&Engine::cpu(), &qk, &seg).unwrap();
-    let d = decay(&[mass]);
+    let d = decay(&[mass]).unwrap();
     assert_eq!(d.steps, 3); // turns 5, 6, 7
     let png2 = dir.path().join("decay.png");
     draw_decay(&d, &png2, "test").unwrap();
     assert!(std::fs::metadata(&png2).unwrap().len() > 1000);
-    let e = draw_decay(&decay(&[]), &png2, "x").unwrap_err().to_string();
+    let e = draw_decay(&decay(&[]).unwrap(), &png2, "x")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("past turns"), "{e}");
 }
 

@@ -315,6 +315,20 @@ fn demo_runs_every_scorer_in_both_modes() {
             "{m} in\n{out}"
         );
     }
+    // The attention section: steps 3, 7, 11 with shares that, with the own turn and the
+    // unassigned tokens, leave room for the system and user spans of turn 0 (below 1).
+    let at = out.find("attention mass (App. E.3)").expect("attention section");
+    let rows: Vec<Vec<f64>> = out[at..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.chars().next().is_some_and(|c| c.is_ascii_digit()))
+        .map(|l| l.split_whitespace().map(|x| x.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{}", &out[at..]);
+    for r in &rows {
+        let sum: f64 = r[2..].iter().sum();
+        assert!(sum > 0.9 && sum <= 1.0 + 1e-3, "{r:?}");
+    }
 }
 
 #[test]

@@ -185,8 +185,12 @@ pub struct Decay {
 /// are `0..k`, `T_r = k`; past turn `k - d` (d = 1 the most recent) sits at relative
 /// position `(d - 1) / (T_r - 1)` and falls in bin `min(floor(20 · pos), 19)`. Steps with
 /// `T_r < 5` are skipped (counted in `steps_skipped`).
-#[must_use]
-pub fn decay(masses: &[Mass]) -> Decay {
+/// Each mass is checked first ([`Mass::check`]); an error names the mass by index.
+pub fn decay(masses: &[Mass]) -> Result<Decay> {
+    for (i, m) in masses.iter().enumerate() {
+        m.check()
+            .map_err(|e| Error::invalid(format!("masses[{i}]"), e.to_string()))?;
+    }
     let mut sum = vec![[0.0f64; 5]; BINS];
     let mut count = vec![0usize; BINS];
     let (mut steps, mut skipped, mut obs) = (0, 0, 0);
@@ -203,10 +207,8 @@ pub fn decay(masses: &[Mass]) -> Decay {
                 let b = ((pos * BINS as f64).floor() as usize).min(BINS - 1);
                 count[b] += 1;
                 obs += 1;
-                if let Some(row) = st.s.get(tr - d) {
-                    for (acc, v) in sum[b].iter_mut().zip(row) {
-                        *acc += v;
-                    }
+                for (acc, v) in sum[b].iter_mut().zip(&st.s[tr - d]) {
+                    *acc += v;
                 }
             }
         }
@@ -239,13 +241,13 @@ pub fn decay(masses: &[Mass]) -> Decay {
             }
         })
         .collect();
-    Decay {
+    Ok(Decay {
         edges: (0..=BINS).map(|b| b as f64 / BINS as f64).collect(),
         steps,
         steps_skipped: skipped,
         observations: obs,
         roles,
-    }
+    })
 }
 
 /// The decay figure as a PNG: per role (reasoning blue, observation orange, tool call

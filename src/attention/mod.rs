@@ -138,6 +138,18 @@ impl Segmentation {
 
     /// Checks the invariants of the type (for one read from JSON).
     pub fn check(&self) -> Result<()> {
+        // Every turn holds a span (turns = the last span's turn + 1): a count from a file
+        // sizes per-step matrices, so it is bounded by what the spans say.
+        let want_turns = self.spans.iter().map(|s| s.turn + 1).max().unwrap_or(1);
+        if self.turns != want_turns {
+            return Err(Error::invalid(
+                "turns",
+                format!(
+                    "{} but the spans' turns say {want_turns} (the last span's turn + 1)",
+                    self.turns
+                ),
+            ));
+        }
         let mut prev_end = 0;
         for (i, sp) in self.spans.iter().enumerate() {
             let bad = |msg: String| Err(Error::invalid(format!("spans[{i}]"), msg));
@@ -278,15 +290,22 @@ impl Qk {
             }
         }
         let n_keys = steps[steps.len() - 1] + 1;
+        let too_big = |what: &str| Error::invalid(what, "the tensor's size overflows usize".to_string());
+        let qw = heads.checked_mul(head_dim).ok_or_else(|| too_big("heads"))?;
+        let kw = kv_heads
+            .checked_mul(head_dim)
+            .ok_or_else(|| too_big("kv_heads"))?;
         for (l, layer) in layers.iter().enumerate() {
-            for (what, v, rows, w) in [
-                ("q", &layer.q, steps.len(), heads * head_dim),
-                ("k", &layer.k, n_keys, kv_heads * head_dim),
-            ] {
-                if v.len() != rows * w {
+            let mut amax = [0.0f32; 2];
+            for (x, (what, v, rows, w)) in [("q", &layer.q, steps.len(), qw), ("k", &layer.k, n_keys, kw)]
+                .into_iter()
+                .enumerate()
+            {
+                let want = rows.checked_mul(w).ok_or_else(|| too_big(what))?;
+                if v.len() != want {
                     return Err(Error::DimensionMismatch {
                         what: format!("layers[{l}].{what}: {rows} rows of {w}"),
-                        expected: rows * w,
+                        expected: want,
                         got: v.len(),
                     });
                 }
@@ -298,6 +317,19 @@ impl Qk {
                         value: v[i],
                     });
                 }
+                amax[x] = v.iter().fold(0.0f32, |a, &b| a.max(b.abs()));
+            }
+            // |q·k| <= d max|q| max|k| must stay finite in f32, or a score is inf and the
+            // softmax NaN.
+            let bound = head_dim as f64 * f64::from(amax[0]) * f64::from(amax[1]);
+            if bound > f64::from(f32::MAX) / 2.0 {
+                return Err(Error::invalid(
+                    format!("layers[{l}]"),
+                    format!(
+                        "max |q| = {:e} and max |k| = {:e} over d = {head_dim} can overflow an f32 score",
+                        amax[0], amax[1]
+                    ),
+                ));
             }
         }
         Ok(Qk {
@@ -384,6 +416,31 @@ pub struct Mass {
     pub backend: String,
     /// Per step.
     pub steps: Vec<StepMass>,
+}
+
+impl Mass {
+    /// Checks what [`figures`] relies on (for a mass read from JSON): every step's turn is
+    /// below `turns`, it has `turns` rows, and every value is finite and non-negative.
+    /// Errors name the step and field.
+    pub fn check(&self) -> Result<()> {
+        for (r, st) in self.steps.iter().enumerate() {
+            let bad = |field: &str, msg: String| Err(Error::invalid(format!("steps[{r}].{field}"), msg));
+            if st.turn >= self.turns {
+                return bad("turn", format!("{} but turns = {}", st.turn, self.turns));
+            }
+            if st.s.len() != self.turns {
+                return bad("s", format!("{} rows but turns = {}", st.s.len(), self.turns));
+            }
+            let ok = |v: f64| v.is_finite() && v >= 0.0;
+            if let Some(k) = st.s.iter().position(|row| !row.iter().all(|&v| ok(v))) {
+                return bad("s", format!("row {k} has a negative or non-finite value"));
+            }
+            if !ok(st.unassigned) || !st.spans.iter().all(|&v| ok(v)) {
+                return bad("spans", "a negative or non-finite value".into());
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The attention mass of every reasoning step by turn and role (App. E.3), on `engine`.

@@ -142,7 +142,8 @@ impl TensorFile {
                 .ok_or_else(|| fmt(format!("tensor '{name}': data_offsets is not [begin, end]")))?;
             let numel = shape.iter().try_fold(1usize, |a, &b| a.checked_mul(b));
             let bytes = numel.and_then(|n| n.checked_mul(dtype.size())).map(|b| b as u64);
-            if bytes != offs[1].checked_sub(offs[0]) || offs[1] > data_len {
+            let fits = matches!((bytes, offs[1].checked_sub(offs[0])), (Some(a), Some(b)) if a == b);
+            if !fits || offs[1] > data_len {
                 return Err(fmt(format!(
                     "tensor '{name}': data_offsets {offs:?} do not hold shape {shape:?} of {dtype:?} within {data_len} data bytes"
                 )));
@@ -155,6 +156,13 @@ impl TensorFile {
                     begin: offs[0],
                 },
             );
+        }
+        if let (Some(a), Some(b)) = (head_dim, meta_dim) {
+            if a != b {
+                return Err(fmt(format!(
+                    "--head-dim {a} disagrees with the file's __metadata__ head_dim {b}"
+                )));
+            }
         }
         let layout = layout_of(&entries, head_dim.or(meta_dim)).map_err(fmt)?;
         Ok(TensorFile {
@@ -271,7 +279,12 @@ fn layout_of(
         };
         let split = |e: &Entry, what: &str| -> std::result::Result<(usize, usize, usize), String> {
             match *e.shape.as_slice() {
-                [n, heads, d] => Ok((n, heads, d)),
+                [n, heads, d] => match head_dim {
+                    Some(hd) if hd != d => Err(format!(
+                        "layers.{l}.{what} is [{n}, {heads}, {d}] but the head dimension was given as {hd}"
+                    )),
+                    _ => Ok((n, heads, d)),
+                },
                 [n, w] => {
                     let d = head_dim.ok_or_else(|| {
                         format!("layers.{l}.{what} is 2-D [{n}, {w}]: give the head dimension (--head-dim, or __metadata__ head_dim)")

@@ -83,6 +83,7 @@ pub fn run(engine: &Engine) -> Result<String> {
     replay_section(&mut out)?;
     rerank_section(&pool, engine, &mut out)?;
     mask_section(&mut out)?;
+    attention_section(engine, &mut out)?;
     cost_section(&mut out)?;
     Ok(out)
 }
@@ -131,6 +132,46 @@ fn mask_section(out: &mut String) -> Result<()> {
             s.tokens_before,
             s.tokens_after,
             s.rolling_input_tokens
+        );
+    }
+    Ok(())
+}
+
+/// App. E.3: attention mass by turn and role on seeded synthetic Q/K (Gaussian, so the
+/// shares follow the spans' sizes; real dumps come through `ctxprune attention mass`).
+fn attention_section(engine: &Engine, out: &mut String) -> Result<()> {
+    use crate::attention::{mass, synthetic, Role};
+    let (n, turns) = (4096, 12);
+    let (qk, seg) = synthetic(n, 2, 8, 2, 64, turns, 11)?;
+    let t = std::time::Instant::now();
+    let m = mass(engine, &qk, &seg)?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let _ = writeln!(
+        out,
+        "\nattention mass (App. E.3): synthetic {turns}-turn trajectory, N = {n}, 2 layers, 8 heads over 2, d = 64: {ms:.1} ms on {}",
+        m.backend
+    );
+    let _ = writeln!(
+        out,
+        "{:<6} {:>5} {:>14} {:>16} {:>10} {:>11}",
+        "step", "turn", "past reasoning", "past observation", "own turn", "unassigned"
+    );
+    for (r, st) in m.steps.iter().enumerate().filter(|(r, _)| r % 4 == 3) {
+        let past = |role: Role| {
+            st.s.iter()
+                .take(st.turn)
+                .map(|row| row[role.index()])
+                .sum::<f64>()
+        };
+        let own: f64 = st.s.get(st.turn).map_or(0.0, |row| row.iter().sum());
+        let _ = writeln!(
+            out,
+            "{r:<6} {:>5} {:>14.4} {:>16.4} {:>10.4} {:>11.4}",
+            st.turn,
+            past(Role::Reasoning),
+            past(Role::Observation),
+            own,
+            st.unassigned
         );
     }
     Ok(())

@@ -260,7 +260,13 @@ fn run_decay(a: &DecayArgs) -> Result<()> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let d = figures::decay(&masses);
+    for (m, p) in masses.iter().zip(&a.masses) {
+        m.check().map_err(|e| Error::Format {
+            path: p.clone(),
+            msg: e.to_string(),
+        })?;
+    }
+    let d = figures::decay(&masses)?;
     let mut o = String::new();
     let _ = writeln!(
         o,
