@@ -6,16 +6,18 @@
 //! venv (`python3 -m venv /tmp/skvenv && /tmp/skvenv/bin/pip install scikit-learn numpy`);
 //! each literal says which call produced it. The CLI fixture (tests/data/probe/queries,
 //! written by make_queries.py) was checked end to end by check_sklearn.py in the same
-//! directory: folds, CV MSE per alpha, out-of-fold predictions, PCA1 and the AUC agree
-//! with scikit-learn's pipeline to 1e-12.
+//! directory, on the folds the report gives: GridSearchCV's CV MSE per alpha and per fold
+//! (to 5e-12), its chosen alpha, the refit's clipped predictions and `z`, the out-of-fold
+//! predictions, both R², PCA1 and the AUC agree with scikit-learn's pipeline.
 
 use ctxprune::probe::features::{
     all_prefix_features, citation_target, query_seed, sample_prefixes, scan_urls, snr_target, trace_text,
     ToolKinds,
 };
 use ctxprune::probe::fit::{
-    balanced_logistic, grouped_auc, macro_average, mann_whitney_auc, min_max, pca1, poly2, poly2_names,
-    ridge, ridge_path, standardize,
+    alpha_grid, balanced_logistic, grouped_auc, macro_average, mann_whitney_auc, min_max, pca1,
+    pipeline_predict, poly2, poly2_names, r_squared, ridge, ridge_cv, ridge_path, standardize,
+    standardize_fit,
 };
 use ctxprune::probe::folds::group_k_fold;
 use ctxprune::probe::{build, fit, parse_labels, Label, Options, TargetKind, FEATURES};
@@ -116,6 +118,159 @@ fn standardize_uses_the_population_std_and_zeroes_constant_columns() {
 fn min_max_scales_and_flags_constant_input() {
     assert_eq!(min_max(&[2.0, 4.0, 3.0]), (vec![0.0, 1.0, 0.5], false));
     assert_eq!(min_max(&[0.3, 0.3]), (vec![0.0, 0.0], true));
+}
+
+// ---------------------------------------------------------------- the ridge CV
+
+/// Twelve rows of two features, three folds of unequal size (6, 3, 3), targets partly
+/// outside `[0, 1]` so that clipping would change the scores.
+fn ridge_cv_data() -> (Vec<Vec<f64>>, Vec<f64>, Vec<usize>) {
+    let x = [
+        [0.13, -0.13],
+        [0.64, 0.1],
+        [-0.54, 0.36],
+        [1.3, 0.95],
+        [-0.7, -1.27],
+        [-0.62, 0.04],
+        [-2.33, -0.22],
+        [-1.25, -0.73],
+        [-0.54, -0.32],
+        [0.41, 1.04],
+        [-0.13, 1.37],
+        [-0.67, 0.35],
+    ];
+    let y = vec![
+        0.73, 0.77, 0.1, 0.56, -0.2, 0.3, -0.2, -0.2, 0.22, 0.45, -0.07, 0.27,
+    ];
+    let folds = vec![0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2];
+    (x.iter().map(|r| r.to_vec()).collect(), y, folds)
+}
+
+#[test]
+fn ridge_cv_chooses_alpha_as_grid_search_cv_and_refits_on_every_row() {
+    let (x, y, folds) = ridge_cv_data();
+    let r = ridge_cv(&x, &y, &folds, 3, &alpha_grid()).unwrap();
+    // sklearn GridSearchCV(Pipeline(StandardScaler, PolynomialFeatures(2,
+    // include_bias=False), Ridge), {"ridge__alpha": logspace(-4, 4, 9)}, cv=the three
+    // folds, scoring="neg_mean_squared_error").fit(x, y): -mean_test_score.
+    let want = [
+        0.33663708329715475,
+        0.3360086748800741,
+        0.32985100097646775,
+        0.27765648575813445,
+        0.07853341021957198,
+        0.07471736830428984,
+        0.13639003319679108,
+        0.14644578441460704,
+        0.14760256933796564,
+    ];
+    for (a, (g, w)) in r.cv_mse.iter().zip(want).enumerate() {
+        close(&format!("cv_mse[{a}]"), *g, w, 1e-10);
+    }
+    // -split{0,1,2}_test_score at alpha 1 and 10: each fold's own MSE, unweighted in the
+    // mean although the folds hold 6, 3 and 3 rows.
+    for (a, w) in [
+        (4, [0.03695368128608887, 0.1617016232640636, 0.03694492610856348]),
+        (5, [0.13411054691675933, 0.0671143333952117, 0.022927224600898497]),
+    ] {
+        assert_eq!(r.fold_mse[a].len(), 3);
+        for (f, (g, want)) in r.fold_mse[a].iter().zip(w).enumerate() {
+            close(&format!("fold_mse[{a}][{f}]"), g.unwrap(), want, 1e-10);
+        }
+        close("mean of folds", r.cv_mse[a], w.iter().sum::<f64>() / 3.0, 1e-15);
+    }
+    // A fold with no rows is not scored (GroupKFold never makes one).
+    let r4 = ridge_cv(&x, &y, &folds, 4, &alpha_grid()).unwrap();
+    assert!(r4.fold_mse.iter().all(|per| per.len() == 4 && per[3].is_none()));
+    assert_eq!((&r4.cv_mse, r4.alpha), (&r.cv_mse, r.alpha));
+    // best_params_: alpha 10. (The MSE of the pooled, clipped out-of-fold predictions
+    // would pick alpha 1: 0.03233 against 0.09166 at alpha 10.)
+    assert_eq!(r.alpha, 10.0);
+    // best_estimator_.predict(x), the refit on all twelve rows, clipped to [0, 1].
+    let fitted = [
+        0.3903860982381096,
+        0.48287939043342654,
+        0.3020129239999465,
+        0.4446085704928123,
+        0.0, // -0.11740745475796488 before clipping
+        0.28399047519532594,
+        0.0, // -0.047508931051272796
+        0.0074810381562805395,
+        0.24981700872816043,
+        0.3134348023817396,
+        0.1373954948266018,
+        0.2829105833568352,
+    ];
+    for (i, (g, w)) in r.fitted.iter().zip(fitted).enumerate() {
+        close(&format!("fitted[{i}]"), *g, w, 1e-10);
+    }
+    // The refit is the pipeline at the chosen alpha on every row.
+    let s = standardize_fit(&x).unwrap();
+    assert_eq!(r.scaler, s);
+    let raw = pipeline_predict(&r.scaler, &r.model, &x);
+    close("raw[4]", raw[4], -0.11740745475796488, 1e-10);
+    // Out-of-fold predictions at alpha 10 (each fold's pipeline on the other two),
+    // clipped.
+    let oof = [
+        0.1736681863807627,
+        0.2089389944419906,
+        0.1561340299072962,
+        0.19122173017240293,
+        0.0,
+        0.13759720609200848,
+        0.1434350102802347,
+        0.0814169563413783,
+        0.2848065628081364,
+        0.33955742642133263,
+        0.16782671303668423,
+        0.2747504010549412,
+    ];
+    for (i, (g, w)) in r.oof.iter().zip(oof).enumerate() {
+        close(&format!("oof[{i}]"), *g, w, 1e-10);
+    }
+    // sklearn r2_score of the clipped fitted and out-of-fold predictions.
+    close("in-sample R²", r.in_sample_r2.unwrap(), 0.6796520781255573, 1e-10);
+    close("out-of-fold R²", r.oof_r2.unwrap(), 0.19537512344634833, 1e-10);
+    assert_eq!(r.in_sample_r2, r_squared(&y, &r.fitted));
+}
+
+#[test]
+fn ridge_cv_ties_go_to_the_first_alpha_of_the_grid() {
+    // A constant target (0.5, exact in binary): every fit predicts 0.5 exactly, every
+    // MSE is 0. GridSearchCV takes the first alpha of the grid as given (best_params_
+    // {"alpha": 10.0} for the grid [10, 1, 0.1]); for alpha_grid() that is the smallest.
+    let (x, _, folds) = ridge_cv_data();
+    let y = vec![0.5; x.len()];
+    let r = ridge_cv(&x, &y, &folds, 3, &alpha_grid()).unwrap();
+    assert!(r.cv_mse.iter().all(|&m| m == 0.0), "{:?}", r.cv_mse);
+    assert_eq!(r.alpha, 1e-4);
+    let r = ridge_cv(&x, &y, &folds, 3, &[10.0, 1.0, 0.1]).unwrap();
+    assert_eq!(r.alpha, 10.0);
+    assert_eq!(r.oof_r2, None, "constant target");
+    assert_eq!(r.fitted, vec![0.5; x.len()]);
+}
+
+#[test]
+fn a_row_outside_the_folds_is_an_error_naming_it() {
+    let (x, y, mut folds) = ridge_cv_data();
+    folds[7] = 3;
+    let e = ridge_cv(&x, &y, &folds, 3, &alpha_grid())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("row 7") && e.contains("fold 3") && e.contains("3 folds"),
+        "{e}"
+    );
+    let pts: Vec<[f64; 2]> = x.iter().map(|r| [r[0], r[1]]).collect();
+    let lab: Vec<bool> = y.iter().map(|&v| v > 0.25).collect();
+    let e = grouped_auc(&pts, &lab, &folds, 3).unwrap_err().to_string();
+    assert!(
+        e.contains("grouped_auc") && e.contains("row 7") && e.contains("fold 3"),
+        "{e}"
+    );
+    // Fewer fold entries than rows is a mismatch, not a silent zero.
+    assert!(ridge_cv(&x, &y, &folds[..11], 3, &alpha_grid()).is_err());
+    assert!(grouped_auc(&pts, &lab, &folds[..11], 3).is_err());
 }
 
 #[test]
@@ -269,10 +424,12 @@ fn grouped_auc_skips_single_class_folds_and_macro_averages() {
 
 #[test]
 fn group_k_fold_matches_sklearn() {
+    // Sizes q0 4, q3 3, q1 and q5 2, q2, q4 and q6 1: ties, ordered by descending id.
     let groups = [
         "q3", "q1", "q1", "q2", "q3", "q3", "q4", "q5", "q5", "q6", "q0", "q0", "q0", "q0",
     ];
-    // sklearn GroupKFold(n_splits=k).split(X, groups=groups), fold of each sample.
+    // sklearn 1.9.1 GroupKFold(n_splits=k).split(X, groups=groups) (it sorts the sizes
+    // with kind="stable"), fold of each sample.
     let want: [(usize, [usize; 14]); 3] = [
         (2, [1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 0]),
         (3, [1, 2, 2, 1, 1, 1, 0, 2, 2, 1, 0, 0, 0, 0]),
@@ -283,6 +440,41 @@ fn group_k_fold_matches_sklearn() {
     }
     assert!(group_k_fold(&groups, 1).is_err());
     assert!(group_k_fold(&groups, 8).is_err(), "more folds than groups");
+}
+
+#[test]
+fn group_k_fold_breaks_ties_in_size_by_descending_id() {
+    // Twenty groups of three samples, five folds: every size ties, so the groups go in
+    // descending id order, each to the emptiest fold (lowest index on ties): g19 → 0,
+    // g18 → 1, …, g15 → 4, g14 → 0, … The same as sklearn 1.9.1's GroupKFold(5) (stable
+    // sort); numpy's default argsort may order the ties otherwise.
+    let groups: Vec<String> = (0..20)
+        .flat_map(|g| std::iter::repeat_n(format!("g{g:02}"), 3))
+        .collect();
+    let got = group_k_fold(&groups, 5).unwrap();
+    let per_group: Vec<usize> = (0..20).map(|g| got[3 * g]).collect();
+    assert_eq!(
+        per_group,
+        vec![4, 3, 2, 1, 0, 4, 3, 2, 1, 0, 4, 3, 2, 1, 0, 4, 3, 2, 1, 0]
+    );
+    // Sizes 2 (g00, g03, …, g18) and 1 (the rest), four folds: sklearn 1.9.1 GroupKFold(4).
+    let sizes: Vec<usize> = (0..20).map(|g| 1 + usize::from(g % 3 == 0)).collect();
+    let groups: Vec<String> = (0..20)
+        .flat_map(|g| std::iter::repeat_n(format!("g{g:02}"), sizes[g]))
+        .collect();
+    let got = group_k_fold(&groups, 4).unwrap();
+    let mut first = 0;
+    let per_group: Vec<usize> = sizes
+        .iter()
+        .map(|&s| {
+            first += s;
+            got[first - s]
+        })
+        .collect();
+    assert_eq!(
+        per_group,
+        vec![2, 2, 1, 1, 0, 3, 0, 2, 1, 3, 0, 3, 2, 2, 1, 1, 0, 3, 0, 3]
+    );
 }
 
 #[test]
@@ -473,6 +665,100 @@ fn features_and_targets_of_a_small_openai_trajectory() {
     );
 }
 
+/// An OpenAI trajectory from `(tool, answered)` turns: each turn is one assistant message
+/// with its calls, then a tool message per answered call (observing one URL per call).
+fn openai_turns(turns: &[&[(&str, bool)]], final_answer: bool) -> String {
+    let mut msgs = vec![serde_json::json!({"role": "user", "content": "Q?"})];
+    for (t, calls) in turns.iter().enumerate() {
+        let tc: Vec<serde_json::Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(c, (tool, _))| {
+                serde_json::json!({"id": format!("c{t}-{c}"), "type": "function",
+                    "function": {"name": tool, "arguments": "{}"}})
+            })
+            .collect();
+        msgs.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": tc}));
+        for (c, (_, answered)) in calls.iter().enumerate() {
+            if *answered {
+                msgs.push(
+                    serde_json::json!({"role": "tool", "tool_call_id": format!("c{t}-{c}"),
+                    "content": format!("result https://r.com/{t}/{c}")}),
+                );
+            }
+        }
+    }
+    if final_answer {
+        msgs.push(serde_json::json!({"role": "assistant", "content": "Done."}));
+    }
+    serde_json::to_string(&msgs).unwrap()
+}
+
+#[test]
+fn turns_with_no_answered_call_are_not_counted_but_reported() {
+    // Turn 1 answered; turn 2 (messages[3]) never answered; turn 3 (messages[4]) has one
+    // answered call of two; turn 4 (messages[6]) never answered, the last: the run was cut
+    // off waiting for it.
+    let text = openai_turns(
+        &[
+            &[("search", true)],
+            &[("open", false)],
+            &[("search", true), ("open", false)],
+            &[("search", false), ("open", false)],
+        ],
+        false,
+    );
+    let tr = trace_text(&text, &ToolKinds::default(), &Approx).unwrap();
+    assert_eq!(tr.len(), 2, "only turns with an answered call count");
+    assert_eq!(tr.turns[1].urls, vec!["https://r.com/2/0"]);
+    assert!(tr.turns[1].search);
+    // The last prefix T = 2 ends on an observation.
+    assert!(tr.turns.last().unwrap().tokens > 0);
+    let u: Vec<(usize, Vec<String>, bool)> = tr
+        .unanswered
+        .iter()
+        .map(|u| (u.message, u.tools.clone(), u.last))
+        .collect();
+    assert_eq!(
+        u,
+        vec![
+            (3, vec!["open".to_string()], false),
+            (6, vec!["search".to_string(), "open".to_string()], true)
+        ]
+    );
+    // A trajectory whose only tool call was never answered is skipped, with the reason;
+    // its turn is reported with the others.
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("a.json"), &text).unwrap();
+    std::fs::write(
+        t.path().join("b.json"),
+        openai_turns(&[&[("search", false)]], false),
+    )
+    .unwrap();
+    let lp = t.path().join("labels.jsonl");
+    let labels = parse_labels(
+        &lp,
+        "{\"id\": \"a\", \"trajectory\": \"a.json\", \"rescued\": true}\n\
+         {\"id\": \"b\", \"trajectory\": \"b.json\", \"rescued\": false}\n",
+    )
+    .unwrap();
+    let ds = build(t.path(), &lp, &labels, &Options::default(), &Approx).unwrap();
+    assert_eq!(ds.queries.len(), 1);
+    assert_eq!(ds.queries[0].prefixes, vec![1, 2]);
+    assert_eq!(ds.skipped.len(), 1);
+    assert_eq!(ds.skipped[0].id, "b");
+    assert_eq!(
+        ds.skipped[0].reason,
+        "no tool-observation turns (its one tool-call turn was never answered)"
+    );
+    let u: Vec<(&str, usize, bool)> = ds
+        .unanswered
+        .iter()
+        .map(|u| (u.id.as_str(), u.message, u.last))
+        .collect();
+    assert_eq!(u, vec![("a", 3, false), ("a", 6, true), ("b", 1, true)]);
+}
+
 #[test]
 fn anthropic_trajectory_traces_like_the_openai_one() {
     let a = std::fs::read_to_string(data("anthropic_small.json")).unwrap();
@@ -562,17 +848,58 @@ fn build_and_fit_the_fixture_directory() {
     assert_eq!(ds.bad_urls.len(), 1);
     assert_eq!(ds.bad_urls[0].id, "q03");
     assert!(ds.queries.iter().all(|q| q.target == TargetKind::GoldSnr));
+    // q07's last tool call was never answered: T = 7, not 8, and the turn is reported.
+    let q07 = ds.queries.iter().find(|q| q.id == "q07").unwrap();
+    assert_eq!(q07.trace.len(), 7);
+    assert_eq!(q07.prefixes, (1..=7).collect::<Vec<_>>());
+    assert_eq!(ds.unanswered.len(), 1);
+    let u = &ds.unanswered[0];
+    assert_eq!((u.id.as_str(), u.message, u.last), ("q07", 15, true));
+    assert_eq!(u.tools, vec!["search"]);
     // min(T, 8) prefixes each: 2+3+3+4+5+6+7 + 4 × 8.
     assert_eq!(ds.queries.iter().map(|q| q.prefixes.len()).sum::<usize>(), 62);
     let r = fit(&ds, &opts).unwrap();
     assert_eq!(r.rows.len(), 62);
+    assert_eq!(r.unanswered, ds.unanswered);
     // PCA1 is signed to correlate positively with log_cum_obs_tokens.
     assert!(r.pca.loadings[3].1 > 0.0, "{:?}", r.pca.loadings);
     assert!(r
         .rows
         .iter()
-        .all(|w| (0.0..=1.0).contains(&w.z) && (0.0..=1.0).contains(&w.y_hat)));
+        .all(|w| [w.z, w.y_hat, w.y_oof].iter().all(|v| (0.0..=1.0).contains(v))));
     assert!(r.ridge.alphas.contains(&r.ridge.alpha));
+    // y_hat is the refit on every prefix at the chosen alpha (clipped), z its min–max
+    // scaling; y_oof the out-of-fold prediction. The folds keep each query together.
+    let x: Vec<Vec<f64>> = r.rows.iter().map(|w| w.features.clone()).collect();
+    let y: Vec<f64> = r.rows.iter().map(|w| w.y).collect();
+    let folds: Vec<usize> = r.rows.iter().map(|w| w.fold).collect();
+    let cv = ridge_cv(&x, &y, &folds, opts.folds, &alpha_grid()).unwrap();
+    assert_eq!(cv, r.ridge);
+    let refit = ridge(
+        &standardize(&x)
+            .unwrap()
+            .0
+            .iter()
+            .map(|v| poly2(v))
+            .collect::<Vec<_>>(),
+        &y,
+        r.ridge.alpha,
+    )
+    .unwrap();
+    let (z, constant) = min_max(&r.rows.iter().map(|w| w.y_hat).collect::<Vec<_>>());
+    assert!(!constant);
+    for (i, w) in r.rows.iter().enumerate() {
+        let p = poly2(&r.ridge.scaler.apply(&x[i..=i])[0]);
+        close("y_hat", w.y_hat, refit.predict(&p).clamp(0.0, 1.0), 1e-9);
+        close("z", w.z, z[i], 0.0);
+        assert_eq!(w.y_oof, r.ridge.oof[i]);
+        let same = r.rows.iter().filter(|v| v.id == w.id).all(|v| v.fold == w.fold);
+        assert!(same && w.fold < opts.folds, "{} fold {}", w.id, w.fold);
+    }
+    assert!(
+        r.rows.iter().any(|w| (w.y_hat - w.y_oof).abs() > 1e-3),
+        "z is not from the out-of-fold predictions"
+    );
     // A label naming a missing file is an error naming the labels file, line and field.
     let mut bad = labels.clone();
     bad[1].trajectory = "nope.json".into();
@@ -625,10 +952,12 @@ mod cli {
             "skipped: q12 (no tool-observation turns)",
             "unlabelled trajectory files (not used): extra.json",
             "unparsable URLs skipped: 1 (q03 turn 1: 'http://')",
+            "tool-call turns never answered (not counted as turns): 1 (q07 messages[15] (search, last))",
             "target: gold SNR for 11 queries",
             "chosen alpha: 1e-1",
-            "out-of-fold R²: 0.7974",
-            "AUC: 0.9833 (macro average over 4 of 5 folds)",
+            "R² of the refit on all prefixes (clipped, in sample): 0.9564",
+            "out-of-fold R² (clipped): 0.7974",
+            "AUC: 1.0000 (macro average over 4 of 5 folds)",
         ] {
             assert!(out.lines().any(|l| l == want), "missing line {want:?} in\n{out}");
         }
@@ -637,12 +966,17 @@ mod cli {
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&js).unwrap()).unwrap();
         let rows = v["rows"].as_array().unwrap();
         assert_eq!(rows.len(), 62);
-        for k in ["id", "prefix", "features", "y", "y_hat", "x", "z", "rescued"] {
+        for k in [
+            "id", "prefix", "features", "y", "y_hat", "y_oof", "x", "z", "rescued", "fold",
+        ] {
             assert!(!rows[0][k].is_null(), "row field {k}");
         }
         assert_eq!(rows[0]["features"].as_array().unwrap().len(), 10);
         assert_eq!(v["auc"]["valid_folds"], 4);
         assert_eq!(v["ridge"]["cv_mse"].as_array().unwrap().len(), 9);
+        assert_eq!(v["ridge"]["fold_mse"][0].as_array().unwrap().len(), 5);
+        assert!(v["ridge"]["in_sample_r2"].is_f64() && v["ridge"]["oof_r2"].is_f64());
+        assert_eq!(v["unanswered"][0]["id"], "q07");
     }
 
     /// Writes `text` as a labels file and asserts the CLI refuses it with one line holding

@@ -2,12 +2,16 @@
 //! prefix targets (§5.2, App. D.6).
 //!
 //! A trajectory is read with [`Trajectory::parse`]; each of its [`Turn`]s (an assistant
-//! message making tool calls, with the observations answering them) is one
-//! tool-observation turn. Per turn [`trace`] keeps the normalised URLs it observed (those
-//! in its observation texts, and those in the arguments of its open-type calls), its
-//! observation tokens and whether it made a search call and an open call. Prefix `t`
-//! (1-based) is turns `1..=t`; [`prefix_features`] gives the ten features named in
-//! [`FEATURES`], [`sample_prefixes`] the prefixes D.2 keeps.
+//! message making tool calls) with **at least one answered call** is one
+//! tool-observation turn. A turn none of whose calls was answered (typically the last
+//! one of a trajectory cut off while waiting for a tool) observed nothing, so it is not
+//! counted: counting it would make the always-kept last prefix `T` a prefix without an
+//! observation. It is not dropped silently either: [`Trace::unanswered`] lists it, and
+//! the probe's report names it. Per counted turn [`trace`] keeps the normalised URLs it
+//! observed (those in its observation texts, and those in the arguments of its open-type
+//! calls), its observation tokens and whether it made a search call and an open call.
+//! Prefix `t` (1-based) is counted turns `1..=t`; [`prefix_features`] gives the ten
+//! features named in [`FEATURES`], [`sample_prefixes`] the prefixes D.2 keeps.
 
 use crate::error::Result;
 use crate::mask::pages::normalize_url;
@@ -74,7 +78,7 @@ pub struct TurnTrace {
 /// A URL-like string the scan found that [`normalize_url`] refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unparsed {
-    /// Turn (1-based); 0 for the final answer.
+    /// Tool-observation turn (1-based, as prefixes count them); 0 for the final answer.
     pub turn: usize,
     /// The string as found.
     pub url: String,
@@ -82,11 +86,25 @@ pub struct Unparsed {
     pub why: String,
 }
 
+/// A tool-call turn none of whose calls was answered: not a tool-observation turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unanswered {
+    /// Index of its assistant message in the trajectory's message list (0-based).
+    pub message: usize,
+    /// Its calls' tool names, in order.
+    pub tools: Vec<String>,
+    /// Whether it is the trajectory's last tool-call turn.
+    pub last: bool,
+}
+
 /// The probe's view of one trajectory.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Trace {
-    /// The tool-observation turns, in order.
+    /// The tool-observation turns (tool-call turns with at least one answered call), in
+    /// order.
     pub turns: Vec<TurnTrace>,
+    /// Tool-call turns with no answered call, in order: not counted as turns (reported).
+    pub unanswered: Vec<Unanswered>,
     /// Normalised URLs cited in the final assistant message's text, each once.
     pub answer_urls: Vec<String>,
     /// URL-like strings skipped because they do not parse (they are reported, never
@@ -226,22 +244,34 @@ fn turn_trace(
 }
 
 /// The probe's trace of a parsed trajectory: one [`TurnTrace`] per tool-observation turn
-/// and the URLs of the final assistant message's text ([`final_answer`]).
+/// (a tool-call turn with at least one answered call), the tool-call turns with none
+/// ([`Trace::unanswered`]: not scanned, not counted), and the URLs of the final assistant
+/// message's text ([`final_answer`]).
 #[must_use]
 pub fn trace(traj: &Trajectory, kinds: &ToolKinds, counter: &dyn TokenCounter) -> Trace {
     let mut bad = Vec::new();
-    let turns = traj
-        .turns()
-        .iter()
-        .enumerate()
-        .map(|(i, turn)| turn_trace(turn, i + 1, kinds, counter, &mut bad))
-        .collect();
+    let mut turns = Vec::new();
+    let mut unanswered = Vec::new();
+    let all = traj.turns();
+    for (i, turn) in all.iter().enumerate() {
+        if turn.calls.iter().any(|c| c.observation.is_some()) {
+            let t = turns.len() + 1;
+            turns.push(turn_trace(turn, t, kinds, counter, &mut bad));
+        } else {
+            unanswered.push(Unanswered {
+                message: turn.message,
+                tools: turn.calls.iter().map(|c| c.tool.clone()).collect(),
+                last: i + 1 == all.len(),
+            });
+        }
+    }
     let mut answer_urls = Vec::new();
     if let Some(text) = final_answer(traj) {
         collect(&text, 0, &mut HashSet::new(), &mut answer_urls, &mut bad);
     }
     Trace {
         turns,
+        unanswered,
         answer_urls,
         bad_urls: bad,
     }
@@ -259,7 +289,8 @@ impl Trace {
         self.turns.len()
     }
 
-    /// True when the trajectory made no tool calls.
+    /// True when the trajectory has no tool-observation turn (no tool call, or none
+    /// answered).
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.turns.is_empty()

@@ -1,8 +1,8 @@
 //! The probe's fits (observation-masking.txt App. D.4, D.5), each a pure function on
 //! row-major data (`&[Vec<f64>]`, one row per prefix): standardisation, the degree-2
-//! polynomial expansion, ridge regression with a grouped-CV `alpha`, the first principal
-//! component, min–max scaling, the balanced logistic probe and the fold-wise Mann–Whitney
-//! AUC.
+//! polynomial expansion, ridge regression with a grouped-CV `alpha` and its refit on every
+//! row ([`ridge_cv`], scikit-learn's `GridSearchCV` rule), the first principal component,
+//! min–max scaling, the balanced logistic probe and the fold-wise Mann–Whitney AUC.
 //!
 //! Linear algebra is [faer](https://docs.rs/faer)'s: the ridge system is solved by its
 //! Cholesky (`Mat::llt`), PCA1 is the top eigenvector of its self-adjoint
@@ -222,44 +222,112 @@ pub fn alpha_grid() -> Vec<f64> {
     (-4..=4).map(|e| 10f64.powi(e)).collect()
 }
 
-/// The outcome of [`ridge_cv`].
+/// The outcome of [`ridge_cv`]: the grid search and the refit on every row, as
+/// scikit-learn's `GridSearchCV(Pipeline(StandardScaler, PolynomialFeatures(2), Ridge),
+/// {"alpha": alphas}, cv=folds, scoring="neg_mean_squared_error")` (refit on) reports them.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct RidgeCv {
     /// The grid.
     pub alphas: Vec<f64>,
-    /// Mean squared error of the clipped out-of-fold predictions, per `alpha`.
+    /// Per `alpha`, the mean over the scored folds of each fold's MSE on its held-out
+    /// rows, from **unclipped** predictions (`-mean_test_score`).
     pub cv_mse: Vec<f64>,
-    /// The chosen `alpha` (least CV MSE; ties to the larger `alpha`).
+    /// Per `alpha`, each fold's MSE (`-split{f}_test_score`); `None` for a fold with no
+    /// rows (not scored).
+    pub fold_mse: Vec<Vec<Option<f64>>>,
+    /// The chosen `alpha`: the least `cv_mse`, ties to the first in grid order (for
+    /// [`alpha_grid`], the smallest), as `GridSearchCV`'s `best_params_`.
     pub alpha: f64,
-    /// The out-of-fold prediction of every row at the chosen `alpha`, clipped to `[0, 1]`.
+    /// Every row's out-of-fold prediction at the chosen `alpha`, clipped to `[0, 1]`
+    /// (in the report, each row's `y_oof`).
+    #[serde(skip)]
     pub oof: Vec<f64>,
-    /// Out-of-fold `R² = 1 - Σ(y - ŷ)² / Σ(y - ȳ)²`; `None` when `y` is constant.
+    /// `R²` of the clipped out-of-fold predictions ([`r_squared`]); `None` when `y` is
+    /// constant.
     pub oof_r2: Option<f64>,
+    /// The refit at the chosen `alpha` on every row (standardisation, expansion and
+    /// ridge): every row's fitted value, clipped to `[0, 1]` (in the report, each row's
+    /// `y_hat`).
+    #[serde(skip)]
+    pub fitted: Vec<f64>,
+    /// `R²` of the clipped fitted values (in sample); `None` when `y` is constant.
+    pub in_sample_r2: Option<f64>,
+    /// The refit's ridge weights on the degree-2 terms of the standardised features.
+    pub model: Ridge,
+    /// The refit's standardisation.
+    pub scaler: Standardizer,
 }
 
-/// Grouped cross-validated ridge on the degree-2 expansion of standardised features.
-/// For each fold `f` (rows with `folds[i] == f` held out), the pipeline is fitted on the
-/// other rows only, as a scikit-learn `Pipeline(StandardScaler, PolynomialFeatures(2),
-/// Ridge)` under `GridSearchCV(cv=GroupKFold)` would be: [`standardize_fit`] on the
-/// training rows, [`poly2`], [`ridge_path`] over `alphas`; the held-out rows are
-/// predicted and clipped to `[0, 1]`. Every row is held out once, so each `alpha` has a
-/// full out-of-fold prediction; its MSE against `y` picks `alpha`.
-pub fn ridge_cv(x: &[Vec<f64>], y: &[f64], folds: &[usize], k: usize, alphas: &[f64]) -> Result<RidgeCv> {
-    let n = x.len();
-    if y.len() != n || folds.len() != n {
+/// An error unless `folds` has `n` entries, each below `k`; it names the first bad row.
+fn check_folds(what: &str, folds: &[usize], n: usize, k: usize) -> Result<()> {
+    if folds.len() != n {
         return Err(Error::DimensionMismatch {
-            what: "ridge_cv: targets and folds vs rows".into(),
+            what: format!("{what}: folds vs rows"),
             expected: n,
-            got: if y.len() != n { y.len() } else { folds.len() },
+            got: folds.len(),
         });
     }
+    match folds.iter().position(|&f| f >= k) {
+        Some(i) => Err(Error::invalid(
+            "folds",
+            format!(
+                "{what}: row {i} is in fold {}, but there are only {k} folds (0..{})",
+                folds[i],
+                k.saturating_sub(1)
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The pipeline fitted on `x`, `y`: [`standardize_fit`] on `x`, [`poly2`] of the
+/// standardised rows, [`ridge_path`] over `alphas`.
+fn pipeline_path(x: &[Vec<f64>], y: &[f64], alphas: &[f64]) -> Result<(Standardizer, Vec<Ridge>)> {
+    let s = standardize_fit(x)?;
+    let p: Vec<Vec<f64>> = s.apply(x).iter().map(|r| poly2(r)).collect();
+    let models = ridge_path(&p, y, alphas)?;
+    Ok((s, models))
+}
+
+/// The unclipped predictions of a fitted pipeline for the rows `x`.
+#[must_use]
+pub fn pipeline_predict(scaler: &Standardizer, model: &Ridge, x: &[Vec<f64>]) -> Vec<f64> {
+    scaler.apply(x).iter().map(|r| model.predict(&poly2(r))).collect()
+}
+
+/// Grouped cross-validated ridge on the degree-2 expansion of standardised features,
+/// then the refit. For each fold `f` (rows with `folds[i] == f` held out; every
+/// `folds[i]` must be below `k`, or the error names the row), the pipeline is fitted on
+/// the other rows only, as a scikit-learn `Pipeline(StandardScaler,
+/// PolynomialFeatures(2), Ridge)` under `GridSearchCV(cv=GroupKFold)` would be:
+/// [`standardize_fit`] on the training rows, [`poly2`], [`ridge_path`] over `alphas`. The
+/// held-out rows are predicted **unclipped** and the fold's MSE taken; `cv_mse` is the
+/// mean of the fold MSEs over the folds that hold rows (every fold, for
+/// [`crate::probe::folds::group_k_fold`]'s), and `alpha` the least, ties to the first in
+/// grid order (`scoring="neg_mean_squared_error"`). Then the pipeline is refitted on
+/// every row at that `alpha` and every row predicted; clipping to `[0, 1]` (D.4) applies
+/// only to these final predictions and to the reported out-of-fold ones, never to the
+/// CV score.
+pub fn ridge_cv(x: &[Vec<f64>], y: &[f64], folds: &[usize], k: usize, alphas: &[f64]) -> Result<RidgeCv> {
+    let n = x.len();
+    if y.len() != n {
+        return Err(Error::DimensionMismatch {
+            what: "ridge_cv: targets vs rows".into(),
+            expected: n,
+            got: y.len(),
+        });
+    }
+    check_folds("ridge_cv", folds, n, k)?;
     if alphas.is_empty() {
         return Err(Error::Empty("alpha grid".into()));
     }
     let mut pred = vec![vec![0.0; n]; alphas.len()];
+    // fold_mse[a][f], filled fold by fold (`None` for a fold with no rows).
+    let mut fold_mse: Vec<Vec<Option<f64>>> = vec![Vec::with_capacity(k); alphas.len()];
     for f in 0..k {
         let (train, test): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| folds[i] != f);
         if test.is_empty() {
+            fold_mse.iter_mut().for_each(|per| per.push(None));
             continue;
         }
         if train.is_empty() {
@@ -269,38 +337,51 @@ pub fn ridge_cv(x: &[Vec<f64>], y: &[f64], folds: &[usize], k: usize, alphas: &[
             ));
         }
         let xtr: Vec<Vec<f64>> = train.iter().map(|&i| x[i].clone()).collect();
-        let s = standardize_fit(&xtr)?;
-        let ptr: Vec<Vec<f64>> = s.apply(&xtr).iter().map(|r| poly2(r)).collect();
         let ytr: Vec<f64> = train.iter().map(|&i| y[i]).collect();
-        let models = ridge_path(&ptr, &ytr, alphas)?;
+        let (s, models) = pipeline_path(&xtr, &ytr, alphas)?;
         let xte: Vec<Vec<f64>> = test.iter().map(|&i| x[i].clone()).collect();
-        let pte: Vec<Vec<f64>> = s.apply(&xte).iter().map(|r| poly2(r)).collect();
         for (a, m) in models.iter().enumerate() {
-            for (&i, r) in test.iter().zip(&pte) {
-                pred[a][i] = m.predict(r).clamp(0.0, 1.0);
+            let p = pipeline_predict(&s, m, &xte);
+            let sse: f64 = test.iter().zip(&p).map(|(&i, v)| (v - y[i]).powi(2)).sum();
+            fold_mse[a].push(Some(sse / test.len() as f64));
+            for (&i, v) in test.iter().zip(p) {
+                pred[a][i] = v;
             }
         }
     }
-    let cv_mse: Vec<f64> = pred
+    let cv_mse: Vec<f64> = fold_mse
         .iter()
-        .map(|p| p.iter().zip(y).map(|(a, b)| (a - b).powi(2)).sum::<f64>() / n.max(1) as f64)
+        .map(|per| {
+            let scored: Vec<f64> = per.iter().flatten().copied().collect();
+            scored.iter().sum::<f64>() / scored.len().max(1) as f64
+        })
         .collect();
-    // The least MSE, scanning from the largest alpha so ties go to it.
-    let mut order: Vec<usize> = (0..alphas.len()).collect();
-    order.sort_by(|&a, &b| alphas[b].total_cmp(&alphas[a]));
-    let mut best = order[0];
-    for &a in &order[1..] {
+    // The least mean MSE; a strict `<` keeps the first of equal ones (grid order).
+    let mut best = 0;
+    for a in 1..alphas.len() {
         if cv_mse[a] < cv_mse[best] {
             best = a;
         }
     }
-    let oof = pred.swap_remove(best);
+    let alpha = alphas[best];
+    let oof: Vec<f64> = pred.swap_remove(best).iter().map(|v| v.clamp(0.0, 1.0)).collect();
+    let (scaler, mut models) = pipeline_path(x, y, &[alpha])?;
+    let model = models.remove(0);
+    let fitted: Vec<f64> = pipeline_predict(&scaler, &model, x)
+        .iter()
+        .map(|v| v.clamp(0.0, 1.0))
+        .collect();
     Ok(RidgeCv {
         alphas: alphas.to_vec(),
-        alpha: alphas[best],
-        oof_r2: r_squared(y, &oof),
         cv_mse,
+        fold_mse,
+        alpha,
+        oof_r2: r_squared(y, &oof),
         oof,
+        in_sample_r2: r_squared(y, &fitted),
+        fitted,
+        model,
+        scaler,
     })
 }
 
@@ -667,20 +748,18 @@ pub struct GroupedAuc {
 /// The probe's AUC (App. D.5): for each fold whose held-out rows hold both classes (and
 /// whose other rows do too), the [`balanced_logistic`] probe (`C = 1`) is trained on the
 /// other folds and the held-out rows are scored by its positive-class probability; the
-/// fold's [`mann_whitney_auc`] is macro-averaged over valid folds.
+/// fold's [`mann_whitney_auc`] is macro-averaged over valid folds. Every `folds[i]` must
+/// be below `k` (a row in no fold would never be scored); the error names the row.
 pub fn grouped_auc(points: &[[f64; 2]], labels: &[bool], folds: &[usize], k: usize) -> Result<GroupedAuc> {
     let n = points.len();
-    if labels.len() != n || folds.len() != n {
+    if labels.len() != n {
         return Err(Error::DimensionMismatch {
-            what: "grouped_auc: labels and folds vs points".into(),
+            what: "grouped_auc: labels vs points".into(),
             expected: n,
-            got: if labels.len() != n {
-                labels.len()
-            } else {
-                folds.len()
-            },
+            got: labels.len(),
         });
     }
+    check_folds("grouped_auc", folds, n, k)?;
     let mut out = Vec::with_capacity(k);
     for f in 0..k {
         let (train, test): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| folds[i] != f);

@@ -2,8 +2,10 @@
 //! trajectory alone tell which queries context management (CM) will rescue?
 //!
 //! For every query (a No-CM trajectory and a label saying whether CM rescued it, No-CM
-//! wrong → CM correct), [`build`] parses the trajectory into tool-observation turns,
-//! samples at most `K` prefixes (D.2: all when `T <= K`, else `K - 1` drawn from
+//! wrong → CM correct), [`build`] parses the trajectory into tool-observation turns
+//! (tool-call turns with at least one answered call; a turn whose calls all went
+//! unanswered, such as a last call the run never got back, is not counted and is reported
+//! in [`Report::unanswered`]), samples at most `K` prefixes (D.2: all when `T <= K`, else `K - 1` drawn from
 //! `1..T-1` plus `T`), and computes per prefix the ten trace-shape features of D.3
 //! ([`FEATURES`]) and a target:
 //!
@@ -16,14 +18,21 @@
 //!   messages with no line-id protocol, so the proxy is computed at the granularity the
 //!   gold SNR uses, normalised page URLs ([`crate::mask::pages::normalize_url`]).
 //!
-//! [`fit`] then follows D.4–D.5: features are standardised and expanded to degree 2, a
-//! ridge regression is fitted with `alpha ∈ {10^-4 … 10^4}` chosen by query-grouped K-fold
-//! CV ([`folds::group_k_fold`], scikit-learn's `GroupKFold` rule), predictions clipped to
-//! `[0, 1]`; the vertical coordinate `z` is the min–max scaled **out-of-fold** prediction
-//! at the chosen alpha (no prefix is scored by a fit that saw its own query); the
-//! horizontal `x` is PCA1 of the standardised features, signed to correlate positively
-//! with `log_cum_obs_tokens`; a balanced logistic probe on `(x, z)` is trained under the
-//! same grouped folds and scored by the macro-averaged held-out Mann–Whitney AUC.
+//! [`fit`] then follows D.4–D.5: features are standardised and expanded to degree 2, and
+//! a ridge regression is fitted with `alpha ∈ {10^-4 … 10^4}` chosen by query-grouped
+//! K-fold CV ([`folds::group_k_fold`]; each row's fold is in the report) as scikit-learn's
+//! `GridSearchCV(..., scoring="neg_mean_squared_error")` chooses it: the least mean over
+//! folds of each fold's MSE on unclipped held-out predictions, ties to the smallest
+//! alpha ([`fit::ridge_cv`]). The pipeline is then refitted on every prefix at that alpha
+//! and every prefix predicted; these fitted values, clipped to `[0, 1]`, are `ŷ`, and the
+//! vertical coordinate `z` is their min–max scaling ("the full min–max normalized fitted
+//! SNR", D.4). The out-of-fold predictions at the chosen alpha (clipped) are kept for the
+//! report (`y_oof` per prefix, the out-of-fold R² beside the in-sample one), not for `z`.
+//! The horizontal `x` is PCA1 of the standardised features, signed to correlate
+//! positively with `log_cum_obs_tokens`; a balanced logistic probe on `(x, z)` is trained
+//! under the same grouped folds and scored by the macro-averaged held-out Mann–Whitney
+//! AUC. As in the paper, `z` comes from a fit that saw every query, so the AUC measures
+//! the separability of the plotted coordinates (D.5), not an out-of-sample prediction.
 //!
 //! Why faer and not linfa: faer is already the crate's linear-algebra dependency (the GP,
 //! the CPU GEMM) and gives the Cholesky solve and the symmetric eigendecomposition the
@@ -31,8 +40,8 @@
 //! a ridge solve, a 10×10 eigenproblem and a three-parameter logistic regression. Nor
 //! would its cross-validation help: `Dataset::fold(k)` (as of the linfa sources read for
 //! this decision) cuts the rows into `k` contiguous chunks and takes no groups, so the
-//! query-grouped folds (scikit-learn's `GroupKFold` assignment) would be written here
-//! anyway. The three-parameter Newton solve is simpler written out than configured.
+//! query-grouped folds would be written here anyway. The three-parameter Newton solve is
+//! simpler written out than configured.
 //!
 //! ```
 //! use ctxprune::probe::fit::{mann_whitney_auc, poly2};
@@ -288,12 +297,25 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// A tool-call turn with no answered call: not counted as a turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnansweredTurn {
+    /// The query.
+    pub id: String,
+    /// Index of its assistant message in the trajectory's message list (0-based).
+    pub message: usize,
+    /// Its calls' tool names.
+    pub tools: Vec<String>,
+    /// Whether it is the trajectory's last tool-call turn.
+    pub last: bool,
+}
+
 /// A URL-like string that did not parse.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BadUrl {
     /// The query.
     pub id: String,
-    /// Turn (1-based), 0 for the final answer.
+    /// Tool-observation turn (1-based, as prefixes count them), 0 for the final answer.
     pub turn: usize,
     /// The string.
     pub url: String,
@@ -308,6 +330,9 @@ pub struct Dataset {
     pub queries: Vec<Query>,
     /// Queries left out (no tool-observation turns).
     pub skipped: Vec<Skipped>,
+    /// Tool-call turns with no answered call (not counted as turns), of every query,
+    /// skipped or not.
+    pub unanswered: Vec<UnansweredTurn>,
     /// `.json` files under the trajectories directory that no label names.
     pub unlabelled: Vec<String>,
     /// Unparsable URL-like strings, skipped.
@@ -338,7 +363,8 @@ fn json_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
 /// label naming a file that does not exist, or the same file as another label, is an
 /// error naming its line and the field `trajectory`; a trajectory that does not parse is
 /// an error naming the trajectory file. A trajectory with no tool-observation turns is
-/// skipped (reported); `.json` files no label names are reported.
+/// skipped (reported); tool-call turns with no answered call are not counted (reported);
+/// `.json` files no label names are reported.
 pub fn build(
     dir: &Path,
     labels_path: &Path,
@@ -359,6 +385,7 @@ pub fn build(
     let mut queries = Vec::new();
     let mut skipped = Vec::new();
     let mut bad_urls = Vec::new();
+    let mut unanswered = Vec::new();
     for l in labels {
         let at = |msg: String| {
             Error::format(
@@ -392,10 +419,21 @@ pub fn build(
             url: b.url.clone(),
             why: b.why.clone(),
         }));
+        unanswered.extend(trace.unanswered.iter().map(|u| UnansweredTurn {
+            id: l.id.clone(),
+            message: u.message,
+            tools: u.tools.clone(),
+            last: u.last,
+        }));
         if trace.is_empty() {
+            let reason = match trace.unanswered.len() {
+                0 => "no tool-observation turns".to_string(),
+                1 => "no tool-observation turns (its one tool-call turn was never answered)".to_string(),
+                m => format!("no tool-observation turns (none of its {m} tool-call turns was answered)"),
+            };
             skipped.push(Skipped {
                 id: l.id.clone(),
-                reason: "no tool-observation turns".into(),
+                reason,
             });
             continue;
         }
@@ -442,6 +480,7 @@ pub fn build(
     Ok(Dataset {
         queries,
         skipped,
+        unanswered,
         unlabelled,
         bad_urls,
     })
@@ -460,15 +499,17 @@ pub struct Row {
     pub features: Vec<f64>,
     /// Target.
     pub y: f64,
-    /// Out-of-fold fitted target (clipped to `[0, 1]`).
+    /// Fitted target: the refit on every prefix at the chosen alpha, clipped to `[0, 1]`.
     pub y_hat: f64,
+    /// Out-of-fold prediction at the chosen alpha (its fold held out), clipped to `[0, 1]`.
+    pub y_oof: f64,
     /// PCA1 coordinate.
     pub x: f64,
-    /// Min–max scaled `y_hat`.
+    /// Min–max scaled `y_hat` (D.4).
     pub z: f64,
     /// Rescue label.
     pub rescued: bool,
-    /// Its query's fold.
+    /// Its query's fold (of the ridge CV and the AUC), `0..folds`.
     pub fold: usize,
 }
 
@@ -515,6 +556,8 @@ pub struct Report {
     pub targets: TargetCounts,
     /// Queries left out.
     pub skipped: Vec<Skipped>,
+    /// Tool-call turns with no answered call (not counted as turns).
+    pub unanswered: Vec<UnansweredTurn>,
     /// Unlabelled trajectory files.
     pub unlabelled: Vec<String>,
     /// Unparsable URL-like strings (skipped).
@@ -523,7 +566,8 @@ pub struct Report {
     pub constant_features: Vec<String>,
     /// Terms of the degree-2 expansion.
     pub poly_terms: usize,
-    /// The ridge CV: alphas, CV MSE per alpha, the chosen alpha, out-of-fold R².
+    /// The ridge CV and refit: alphas, CV MSE per alpha (and per fold), the chosen alpha,
+    /// out-of-fold and in-sample R², the refit's weights and standardisation.
     pub ridge: fit::RidgeCv,
     /// PCA1.
     pub pca: PcaReport,
@@ -569,7 +613,7 @@ pub fn fit(ds: &Dataset, opts: &Options) -> Result<Report> {
     let ridge = fit::ridge_cv(&x, &y, &folds, opts.folds, &fit::alpha_grid())?;
     let (zstd, scaler) = fit::standardize(&x)?;
     let pca = fit::pca1(&zstd, features::CUM_TOKENS)?;
-    let (z, z_constant) = fit::min_max(&ridge.oof);
+    let (z, z_constant) = fit::min_max(&ridge.fitted);
     let points: Vec<[f64; 2]> = pca.scores.iter().zip(&z).map(|(a, b)| [*a, *b]).collect();
     let auc = fit::grouped_auc(&points, &labels, &folds, opts.folds)?;
     let mut targets = TargetCounts::default();
@@ -593,7 +637,8 @@ pub fn fit(ds: &Dataset, opts: &Options) -> Result<Report> {
                 turns: q.trace.len(),
                 features: x[i].clone(),
                 y: y[i],
-                y_hat: ridge.oof[i],
+                y_hat: ridge.fitted[i],
+                y_oof: ridge.oof[i],
                 x: pca.scores[i],
                 z: z[i],
                 rescued: labels[i],
@@ -611,6 +656,7 @@ pub fn fit(ds: &Dataset, opts: &Options) -> Result<Report> {
         rescued_prefixes: labels.iter().filter(|&&b| b).count(),
         targets,
         skipped: ds.skipped.clone(),
+        unanswered: ds.unanswered.clone(),
         unlabelled: ds.unlabelled.clone(),
         bad_urls: ds.bad_urls.clone(),
         constant_features: scaler.constant.iter().map(|&j| FEATURES[j].to_string()).collect(),
@@ -680,6 +726,34 @@ impl Report {
                 .collect();
             let _ = writeln!(s, "skipped: {}", list.join(", "));
         }
+        if !self.unanswered.is_empty() {
+            let shown: Vec<String> = self
+                .unanswered
+                .iter()
+                .take(5)
+                .map(|u| {
+                    format!(
+                        "{} messages[{}] ({}{})",
+                        u.id,
+                        u.message,
+                        u.tools.join(", "),
+                        if u.last { ", last" } else { "" }
+                    )
+                })
+                .collect();
+            let more = self.unanswered.len().saturating_sub(5);
+            let _ = writeln!(
+                s,
+                "tool-call turns never answered (not counted as turns): {} ({}{})",
+                self.unanswered.len(),
+                shown.join("; "),
+                if more > 0 {
+                    format!("; and {more} more")
+                } else {
+                    String::new()
+                }
+            );
+        }
         if !self.unlabelled.is_empty() {
             let _ = writeln!(
                 s,
@@ -747,7 +821,7 @@ impl Report {
         }
         let _ = writeln!(
             s,
-            "ridge on {} degree-2 terms, alpha by {}-fold query-grouped CV (MSE of clipped out-of-fold predictions):",
+            "ridge on {} degree-2 terms, alpha by {}-fold query-grouped CV (mean over folds of the MSE of unclipped held-out predictions):",
             self.poly_terms, self.options.folds
         );
         for (a, m) in self.ridge.alphas.iter().zip(&self.ridge.cv_mse) {
@@ -755,13 +829,13 @@ impl Report {
             let _ = writeln!(s, "  alpha {a:e}: MSE {m:.6}{mark}");
         }
         let _ = writeln!(s, "chosen alpha: {:e}", self.ridge.alpha);
+        let r2 = |v: Option<f64>| v.map_or("not available (constant target)".into(), num);
         let _ = writeln!(
             s,
-            "out-of-fold R²: {}",
-            self.ridge
-                .oof_r2
-                .map_or("not available (constant target)".into(), num)
+            "R² of the refit on all prefixes (clipped, in sample): {}",
+            r2(self.ridge.in_sample_r2)
         );
+        let _ = writeln!(s, "out-of-fold R² (clipped): {}", r2(self.ridge.oof_r2));
         let _ = writeln!(
             s,
             "PCA1 of standardised features (explained variance {}), sign: positive correlation with {}:",

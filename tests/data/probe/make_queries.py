@@ -2,7 +2,9 @@
 labels.jsonl for the `ctxprune probe` CLI test. Deterministic: rerun it to regenerate.
 
 Non-rescued queries are short and find their gold pages early (high SNR); rescued ones
-are long and mostly see noise pages (low SNR, high complexity), as §5.2 describes. q12
+are long and mostly see noise pages (low SNR, high complexity), as §5.2 describes. q07
+ends with a search call that is never answered (the run was cut off: no final answer),
+so it has 7 tool-observation turns, not 8, and the unanswered turn is reported. q12
 makes no tool call (skipped), and extra.json is a trajectory no label names.
 """
 import json, os
@@ -41,7 +43,13 @@ def trajectory(qid, turns, rescued):
         msgs.append({"role": "assistant", "content": None,
                      "tool_calls": [{"id": cid, "type": "function", "function": call}]})
         msgs.append({"role": "tool", "tool_call_id": cid, "content": body})
-    msgs.append({"role": "assistant", "content": f"Final answer for {qid}, see {gold[0]}."})
+    if qid == "q07":
+        # Cut off while waiting for a search: a tool call with no answer, no final answer.
+        call = {"name": "search", "arguments": json.dumps({"query": f"{qid} one more"})}
+        msgs.append({"role": "assistant", "content": None,
+                     "tool_calls": [{"id": f"{qid}-cut", "type": "function", "function": call}]})
+    else:
+        msgs.append({"role": "assistant", "content": f"Final answer for {qid}, see {gold[0]}."})
     return {"messages": msgs}, gold
 
 labels = []
