@@ -331,9 +331,10 @@ fn arbitrary_utf8_inside_blocks() {
     check_against_bytes(p, &seg, &tok());
     // The last step is the "\n" after the trailing <think>, the token before the last.
     assert_eq!(seg.steps[1], seg.n_tokens - 2);
-    // An error after multi-byte text reports bytes, not chars.
-    let bad = format!("{p}\n\u{1F600}</tool_call>");
-    let b = bad.len() - "</tool_call>".len();
+    // An error after multi-byte text reports bytes, not chars (the trailing <think> closed,
+    // then a </think> without <think>).
+    let bad = format!("{p}</think>\n\u{1F600}</think>");
+    let b = bad.len() - "</think>".len();
     prompt_err(&bad, b, 19);
 }
 
@@ -455,56 +456,191 @@ fn unterminated_messages() {
 }
 
 #[test]
-fn unmatched_and_nested_blocks() {
+fn unmatched_blocks() {
     let p = "<|im_start|>assistant\nx\n</think><|im_end|>";
     let m = prompt_err(p, at(p, "</think>"), 3);
     assert!(m.contains("</think> without <think>"), "{m}");
 
+    // A <think> inside a <think> block is content: the first </think> closes the block
+    // and the second one has no <think>.
     let p = "<|im_start|>assistant\n<think>\na\n<think>\nb</think></think><|im_end|>";
-    let m = prompt_err(p, at(p, "<think>\nb"), 4);
-    assert!(m.contains("nested") && m.contains("byte 22 (line 2)"), "{m}");
+    let m = prompt_err(p, at(p, "</think><|im_end|>"), 5);
+    assert!(m.contains("</think> without <think>"), "{m}");
 
-    let p = "<|im_start|>assistant\n<think>\na <tool_call>x</tool_call></think><|im_end|>";
-    prompt_err(p, at(p, "<tool_call>"), 3);
-
-    let p = "<|im_start|>assistant\n<tool_call>\n<tool_call>\n</tool_call><|im_end|>";
-    prompt_err(p, at(p, "<tool_call>\n<tool_call>") + 12, 3);
-
-    let p = "<|im_start|>user\n<tool_response>\nsee <think> here\n</tool_response><|im_end|>";
-    prompt_err(p, at(p, "<think>"), 3);
-
-    let p = "<|im_start|>assistant\n<think>\na</tool_call></think><|im_end|>";
-    prompt_err(p, at(p, "</tool_call>"), 3);
+    // In an assistant message </tool_call> still needs its <tool_call>.
+    let p = "<|im_start|>assistant\n<think>\nx\n</think>\n</tool_call><|im_end|>";
+    let m = prompt_err(p, at(p, "</tool_call>"), 5);
+    assert!(m.contains("</tool_call> without <tool_call>"), "{m}");
 
     // A block cut by the end of its message, and by the end of the prompt.
     let p = "<|im_start|>assistant\n<tool_call>\n{}<|im_end|>";
     let m = prompt_err(p, at(p, "<tool_call>"), 2);
-    assert!(m.contains("not closed"), "{m}");
+    assert!(m.contains("not closed") && m.contains("the message ends"), "{m}");
+    // <|im_end|> and <|im_start|> are structure even inside a block (module docs).
+    let p = "<|im_start|>user\n<tool_response>\nthe page quotes <|im_end|> here\n</tool_response><|im_end|>";
+    let m = prompt_err(p, at(p, "<tool_response>"), 2);
+    assert!(
+        m.contains("not closed") && m.contains(&format!("byte {}", at(p, "<|im_end|> here"))),
+        "{m}"
+    );
+    let p = "<|im_start|>assistant\n<think>\nsay <|im_start|>user\nhi</think><|im_end|>";
+    let m = prompt_err(p, at(p, "<think>"), 2);
+    assert!(
+        m.contains("not closed") && m.contains("the next message starts"),
+        "{m}"
+    );
     let p = "<|im_start|>assistant\n<tool_call>\n{";
     prompt_err(p, at(p, "<tool_call>"), 2);
     let p = "<|im_start|>user\n<tool_response>\nabc";
     prompt_err(p, at(p, "<tool_response>"), 2);
 }
 
-#[test]
-fn blocks_in_the_wrong_message() {
-    let p = "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<tool_response>\nr\n</tool_response><|im_end|>";
-    let m = prompt_err(p, at(p, "<tool_response>"), 4);
-    assert!(m.contains("outside a user or tool message"), "{m}");
+/// `char_spans` and `segment` of `p` against the expected byte spans, steps (bytes),
+/// turns, and token segmentation.
+fn check_literal(p: &str, bytes: &[CharSpan], byte_steps: &[usize], turns: usize, tokens: Segmentation) {
+    let (cs, steps, t) = char_spans(p, &Template::qwen()).unwrap();
+    assert_eq!(cs, bytes);
+    assert_eq!(steps, byte_steps);
+    assert_eq!(t, turns);
+    let seg = segment(p, &Template::qwen(), &tok()).unwrap();
+    assert_eq!(seg, tokens);
+    check_against_bytes(p, &seg, &tok());
+}
 
+#[test]
+fn block_tags_inside_an_observation_are_content() {
+    // A Qwen3 tool response and an old-style tool message that quote <think>, </think>
+    // and <tool_call> (a browsed page about LLMs): each stays one observation, and the
+    // quoted <think>s are not steps (two steps, one per real <think>).
+    let p = concat!(
+        "<|im_start|>user\nq<|im_end|>\n",
+        "<|im_start|>assistant\n<think>\nx\n</think>\n<tool_call>\nc\n</tool_call><|im_end|>\n",
+        "<|im_start|>user\n<tool_response>\nput reasoning in <think> tags, end it with </think> and call with <tool_call>\n</tool_response><|im_end|>\n",
+        "<|im_start|>tool\nthe page says <think> and </think> and <tool_call><|im_end|>\n",
+        "<|im_start|>assistant\n<think>\n",
+    );
+    assert_eq!(p.len(), 353);
+    check_literal(
+        p,
+        &[
+            cspan(0, 28, 0, Role::User),
+            cspan(51, 69, 0, Role::Reasoning),
+            cspan(70, 96, 0, Role::ToolCall),
+            cspan(124, 234, 0, Role::Observation),
+            cspan(245, 322, 0, Role::Observation),
+            cspan(345, 353, 1, Role::Reasoning),
+        ],
+        &[58, 352],
+        2,
+        Segmentation {
+            n_tokens: 62,
+            turns: 2,
+            steps: vec![10, 61],
+            spans: vec![
+                span(0, 5, 0, Role::User),
+                span(9, 14, 0, Role::Reasoning),
+                span(15, 20, 0, Role::ToolCall),
+                span(25, 42, 0, Role::Observation),
+                span(44, 56, 0, Role::Observation),
+                span(60, 62, 1, Role::Reasoning),
+            ],
+        },
+    );
+    // The reviewer's repro, and an old-style tool message holding a tool call and a
+    // stray closing tag.
+    let p = "<|im_start|>user\n<tool_response>\n…reasoning in <think> tags.\n</tool_response><|im_end|>";
+    let (cs, steps, turns) = char_spans(p, &Template::qwen()).unwrap();
+    assert_eq!(cs, vec![cspan(17, 79, 0, Role::Observation)]);
+    assert_eq!((steps.len(), turns), (0, 1));
+    let p = "<|im_start|>tool\n<tool_call>x</tool_call> </tool_response><|im_end|>";
+    let (cs, steps, _) = char_spans(p, &Template::qwen()).unwrap();
+    assert_eq!(cs, vec![cspan(0, 68, 0, Role::Observation)]);
+    assert!(steps.is_empty());
+}
+
+#[test]
+fn block_tags_inside_reasoning_are_content() {
+    // Reasoning that mentions <tool_call> and <tool_response>, closed and (in the
+    // generation prompt) unclosed: two reasoning blocks, two steps.
+    let p = concat!(
+        "<|im_start|>assistant\n<think>\nemit <tool_call> then read the <tool_response>\n</think>\n<tool_call>\nc\n</tool_call><|im_end|>\n",
+        "<|im_start|>user\n<tool_response>\nr\n</tool_response><|im_end|>\n",
+        "<|im_start|>assistant\n<think>\nno <tool_call> yet",
+    );
+    assert_eq!(p.len(), 233);
+    check_literal(
+        p,
+        &[
+            cspan(22, 85, 0, Role::Reasoning),
+            cspan(86, 112, 0, Role::ToolCall),
+            cspan(140, 174, 0, Role::Observation),
+            cspan(207, 233, 1, Role::Reasoning),
+        ],
+        &[29, 214],
+        2,
+        Segmentation {
+            n_tokens: 39,
+            turns: 2,
+            steps: vec![4, 35],
+            spans: vec![
+                span(3, 13, 0, Role::Reasoning),
+                span(14, 19, 0, Role::ToolCall),
+                span(24, 29, 0, Role::Observation),
+                span(34, 39, 1, Role::Reasoning),
+            ],
+        },
+    );
+    // A <think> and closing tags of other blocks inside a <think> block.
+    let p = "<|im_start|>assistant\n<think>\na <think> b </tool_call> c </tool_response></think><|im_end|>";
+    let (cs, steps, turns) = char_spans(p, &Template::qwen()).unwrap();
+    assert_eq!(cs, vec![cspan(22, 81, 0, Role::Reasoning)]);
+    assert_eq!((steps, turns), (vec![29], 1));
+}
+
+#[test]
+fn block_tags_inside_a_tool_call_are_content() {
+    // A call whose JSON argument holds <think>: one call span, one step.
+    let p = concat!(
+        "<|im_start|>assistant\n<think>\nx\n</think>\n<tool_call>\n{\"text\": \"use <think> here\"}\n</tool_call><|im_end|>\n",
+        "<|im_start|>user\n<tool_response>\nr\n</tool_response><|im_end|>\n",
+    );
+    assert_eq!(p.len(), 167);
+    check_literal(
+        p,
+        &[
+            cspan(22, 40, 0, Role::Reasoning),
+            cspan(41, 94, 0, Role::ToolCall),
+            cspan(122, 156, 0, Role::Observation),
+        ],
+        &[29],
+        1,
+        Segmentation {
+            n_tokens: 29,
+            turns: 1,
+            steps: vec![4],
+            spans: vec![
+                span(3, 8, 0, Role::Reasoning),
+                span(9, 17, 0, Role::ToolCall),
+                span(22, 27, 0, Role::Observation),
+            ],
+        },
+    );
+    // A <tool_call>, </think> and <tool_response> inside a call.
+    let p = "<|im_start|>assistant\n<tool_call>\n<tool_call></think><tool_response>\n</tool_call><|im_end|>";
+    let (cs, steps, _) = char_spans(p, &Template::qwen()).unwrap();
+    assert_eq!(cs, vec![cspan(22, 81, 0, Role::ToolCall)]);
+    assert!(steps.is_empty());
+}
+
+#[test]
+fn block_tags_outside_messages() {
     let p = "<tool_response>\nr\n</tool_response>";
     let m = prompt_err(p, 0, 1);
-    assert!(m.contains("outside any message"), "{m}");
+    assert!(m.contains("<tool_response> outside any message"), "{m}");
 
-    let p = "<|im_start|>user\nplease <tool_call>x</tool_call><|im_end|>";
-    let m = prompt_err(p, at(p, "<tool_call>"), 2);
-    assert!(m.contains("outside an assistant message"), "{m}");
-
-    let p = "<|im_start|>tool\n<tool_call>x</tool_call><|im_end|>";
-    prompt_err(p, at(p, "<tool_call>"), 2);
-
-    let p = "<|im_start|>user\n\n<think>\nx</think><|im_end|>";
-    prompt_err(p, at(p, "<think>"), 3);
+    let p = "<|im_start|>user\nq<|im_end|>\n</think>";
+    let m = prompt_err(p, at(p, "</think>"), 3);
+    assert!(m.contains("</think> outside any message"), "{m}");
 
     let p = "\n<|im_end|>";
     prompt_err(p, 1, 2);
@@ -656,50 +792,73 @@ fn load_tokenizer_errors_name_the_file() {
     }
 }
 
-/// A well-formed conversation from a grammar: (prompt, number of <think> blocks).
+/// A well-formed conversation from a grammar: (prompt, number of <think> blocks). The
+/// content of blocks and tool messages also quotes block tags (all but the block's own
+/// closing tag), plain user messages quote all but <tool_response>, and assistant free
+/// text quotes <tool_response> tags: all of these are content, no spans and no steps.
 fn conversation() -> impl Strategy<Value = (String, usize)> {
-    let text = prop::collection::vec(
-        prop::sample::select(vec![
-            "a",
-            "word",
-            " ",
-            "\n",
-            "\u{e9}",
-            "e\u{301}",
-            "\u{1F980}",
-            "\u{3000}",
-            "<",
-            "|>",
-            "think",
-        ]),
-        0..6,
-    )
-    .prop_map(|v| v.concat());
-    let assistant_part = (0..3usize, text.clone());
+    let pieces = vec![
+        "a",
+        "word",
+        " ",
+        "\n",
+        "\u{e9}",
+        "e\u{301}",
+        "\u{1F980}",
+        "\u{3000}",
+        "<",
+        "|>",
+        "think",
+    ];
+    let text = prop::collection::vec(prop::sample::select(pieces.clone()), 0..6).prop_map(|v| v.concat());
+    let mut quoting = pieces;
+    quoting.extend([
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "</tool_call>",
+        "<tool_response>",
+        "</tool_response>",
+    ]);
+    let quoted = prop::collection::vec(prop::sample::select(quoting), 0..6).prop_map(|v| v.concat());
+    // Quoted content of a block: every block tag but the one that closes it.
+    let inside = |q: &str, close: &str| q.replace(close, "");
+    // Quoted text of an assistant message outside blocks: only <tool_response> tags.
+    let resp_tags = |q: &str| {
+        ["<think>", "</think>", "<tool_call>", "</tool_call>"]
+            .iter()
+            .fold(q.to_owned(), |acc, tag| acc.replace(tag, ""))
+    };
+    let assistant_part = (0..3usize, text.clone(), quoted.clone());
     let message = (
         0..5usize,
         prop::collection::vec(assistant_part, 0..4),
         text.clone(),
+        quoted.clone(),
     );
-    (prop::collection::vec(message, 0..7), any::<bool>(), text).prop_map(|(msgs, gen, tail)| {
+    (prop::collection::vec(message, 0..7), any::<bool>(), text, quoted).prop_map(move |(msgs, gen, tail, tq)| {
         let mut p = String::new();
         let mut thinks = 0;
-        for (kind, parts, body) in msgs {
+        for (kind, parts, body, q) in msgs {
             match kind {
-                0 => p += &format!("<|im_start|>system\n{body}<tool_call></tool_call><|im_end|>\n"),
-                1 => p += &format!("<|im_start|>user\n{body}<|im_end|>\n"),
-                2 => p += &format!("<|im_start|>user\n<tool_response>\n{body}\n</tool_response>\n<tool_response>{body}</tool_response><|im_end|>\n"),
-                3 => p += &format!("<|im_start|>tool\n{body}<|im_end|>\n"),
+                0 => p += &format!("<|im_start|>system\n{body}{q}<tool_call></tool_call><|im_end|>\n"),
+                1 => p += &format!("<|im_start|>user\n{body}{}<|im_end|>\n", q.replace("<tool_response>", "")),
+                2 => {
+                    let r = inside(&q, "</tool_response>");
+                    p += &format!("<|im_start|>user\n<tool_response>\n{body}{r}\n</tool_response>\n<tool_response>{r}{body}</tool_response><|im_end|>\n");
+                }
+                3 => p += &format!("<|im_start|>tool\n{body}{q}<|im_end|>\n"),
                 _ => {
                     p += "<|im_start|>assistant\n";
-                    for (k, t) in parts {
+                    for (k, t, q) in parts {
                         match k {
                             0 => {
                                 thinks += 1;
-                                p += &format!("<think>{t}</think>");
+                                p += &format!("<think>{t}{}</think>", inside(&q, "</think>"));
                             }
-                            1 => p += &format!("<tool_call>{t}</tool_call>"),
-                            _ => p += &t,
+                            1 => p += &format!("<tool_call>{}{t}</tool_call>", inside(&q, "</tool_call>")),
+                            // Free text may quote <tool_response> tags (content).
+                            _ => p += &format!("{t}{}", resp_tags(&q)),
                         }
                     }
                     p += "<|im_end|>\n";
@@ -708,7 +867,7 @@ fn conversation() -> impl Strategy<Value = (String, usize)> {
         }
         if gen {
             thinks += 1;
-            p += &format!("<|im_start|>assistant\n<think>\n{tail}");
+            p += &format!("<|im_start|>assistant\n<think>\n{tail}{}", inside(&tq, "</think>"));
         }
         (p, thinks)
     })
@@ -778,4 +937,118 @@ proptest! {
         }
         let _ = segment(&p, &Template::qwen(), &tok());
     }
+}
+
+#[test]
+fn block_tags_in_a_user_message_are_content() {
+    // A person asks for <think> tags and mentions </tool_call>: one user span over the
+    // whole message, no step from the quoted <think> (the one step is the assistant's).
+    // Bytes: <|im_start|> 0..12, user 12..16, \n 16, answer 17..23, in 24..26,
+    // <think> 27..34, tags, 35..40, not 41..44, </tool_call> 45..57, ones 58..62,
+    // <|im_end|> 62..72, \n 72; <|im_start|> 73..85, assistant 85..94, \n 94,
+    // <think> 95..102, \n 102, ok 103..105, \n 105, </think> 106..114, \n 114,
+    // 42 115..117, <|im_end|> 117..127.
+    // Tokens: 0 <|im_start|>, 1 user, 2 \n, 3 answer, 4 in, 5 <think>, 6 tags,, 7 not,
+    // 8 </tool_call>, 9 ones, 10 <|im_end|>, 11 \n, 12 <|im_start|>, 13 assistant, 14 \n,
+    // 15 <think>, 16 \n, 17 ok, 18 \n, 19 </think>, 20 \n, 21 42, 22 <|im_end|>.
+    let p = concat!(
+        "<|im_start|>user\nanswer in <think> tags, not </tool_call> ones<|im_end|>\n",
+        "<|im_start|>assistant\n<think>\nok\n</think>\n42<|im_end|>",
+    );
+    assert_eq!(p.len(), 127);
+    check_literal(
+        p,
+        &[
+            cspan(0, 72, 0, Role::User),
+            cspan(95, 114, 0, Role::Reasoning),
+            cspan(115, 117, 0, Role::Reasoning),
+        ],
+        &[102],
+        1,
+        Segmentation {
+            n_tokens: 23,
+            turns: 1,
+            steps: vec![16],
+            spans: vec![
+                span(0, 11, 0, Role::User),
+                span(15, 20, 0, Role::Reasoning),
+                span(21, 22, 0, Role::Reasoning),
+            ],
+        },
+    );
+    // Only the user message: still one span, and no step at all.
+    let p = "<|im_start|>user\nanswer in <think> tags, not </tool_call> ones<|im_end|>";
+    let (cs, steps, turns) = char_spans(p, &Template::qwen()).unwrap();
+    assert_eq!(cs, vec![cspan(0, 72, 0, Role::User)]);
+    assert_eq!((steps.len(), turns), (0, 1));
+    // Every tag but <tool_response>, and a stray </tool_response>, is content.
+    let p = "<|im_start|>user\n</think><tool_call></tool_response><think>\nx<|im_end|>";
+    let (cs, steps, _) = char_spans(p, &Template::qwen()).unwrap();
+    assert_eq!(cs, vec![cspan(0, p.len(), 0, Role::User)]);
+    assert!(steps.is_empty());
+    // With <tool_response> blocks, tags between the blocks stay unassigned text (the
+    // trailing </tool_response> included) and make no step.
+    let p = "<|im_start|>user\n<tool_response>\nr\n</tool_response> <think> </tool_response><|im_end|>";
+    let (cs, steps, _) = char_spans(p, &Template::qwen()).unwrap();
+    assert_eq!(
+        cs,
+        vec![cspan(17, past(p, "r\n</tool_response>"), 0, Role::Observation)]
+    );
+    assert!(steps.is_empty());
+}
+
+#[test]
+fn tool_response_tags_in_assistant_text_are_content() {
+    // A final answer that mentions <tool_response> and </tool_response>: after the
+    // <think> block, one reasoning span from "The" through the closing tag.
+    // Bytes: <|im_start|> 0..12, assistant 12..21, \n 21, <think> 22..29, \n 29, x 30,
+    // \n 31, </think> 32..40, \n 40, The 41..44, <tool_response> 45..60, says 61..65,
+    // 42 66..68, </tool_response> 69..85, <|im_end|> 85..95.
+    // Tokens: 0 <|im_start|>, 1 assistant, 2 \n, 3 <think>, 4 \n, 5 x, 6 \n, 7 </think>,
+    // 8 \n, 9 The, 10 <tool_response>, 11 says, 12 42, 13 </tool_response>, 14 <|im_end|>.
+    let p =
+        "<|im_start|>assistant\n<think>\nx\n</think>\nThe <tool_response> says 42 </tool_response><|im_end|>";
+    assert_eq!(p.len(), 95);
+    check_literal(
+        p,
+        &[
+            cspan(22, 40, 0, Role::Reasoning),
+            cspan(41, 85, 0, Role::Reasoning),
+        ],
+        &[29],
+        1,
+        Segmentation {
+            n_tokens: 15,
+            turns: 1,
+            steps: vec![4],
+            spans: vec![span(3, 8, 0, Role::Reasoning), span(9, 14, 0, Role::Reasoning)],
+        },
+    );
+    // A whole assistant message that is only the tag (no <think>): one reasoning span,
+    // no step.
+    let p = "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<tool_response>\nr\n</tool_response><|im_end|>";
+    let (cs, steps, turns) = char_spans(p, &Template::qwen()).unwrap();
+    assert_eq!(
+        cs,
+        vec![
+            cspan(0, past(p, "q<|im_end|>"), 0, Role::User),
+            cspan(
+                at(p, "<tool_response>"),
+                past(p, "</tool_response>"),
+                0,
+                Role::Reasoning
+            ),
+        ]
+    );
+    assert_eq!((steps.len(), turns), (0, 1));
+    // A tool call after such text keeps its meaning.
+    let p = "<|im_start|>assistant\nsee </tool_response>\n<tool_call>\nc\n</tool_call><|im_end|>";
+    let (cs, _, _) = char_spans(p, &Template::qwen()).unwrap();
+    assert_eq!(
+        cs,
+        vec![
+            cspan(at(p, "see"), past(p, "see </tool_response>"), 0, Role::Reasoning),
+            cspan(at(p, "<tool_call>"), past(p, "</tool_call>"), 0, Role::ToolCall),
+        ]
+    );
 }

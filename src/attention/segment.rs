@@ -12,27 +12,47 @@
 //!   `<|im_end|>`, markers included. Block tags inside it are content: Qwen's tool-use
 //!   system prompt quotes `<tool_call></tool_call>` when it tells the model how to call.
 //! - **user** message without `<tool_response>`: one [`Role::User`] span, same extent.
+//!   In a user message only `<tool_response>` opens a block: a person may write
+//!   `<think>`, `</think>`, `<tool_call>` or `</tool_call>` (`answer in <think> tags`),
+//!   and these are content (no span, no step). So is a `</tool_response>` with no open
+//!   block: it cannot close anything, and calling it an error would reject a user who
+//!   quotes the tag.
 //! - **user** message with `<tool_response>` blocks (how Qwen3 renders tool messages):
 //!   each `<tool_response>…</tool_response>` block, tags included, is one
 //!   [`Role::Observation`] span; the rest of the message (the `<|im_start|>user\n` header,
-//!   the newlines, `<|im_end|>`) is unassigned.
+//!   the newlines, `<|im_end|>`, and any text or tags between the blocks) is unassigned.
 //! - **tool** message (`<|im_start|>tool … <|im_end|>`, older templates): one
-//!   [`Role::Observation`] span from `<|im_start|>` through `<|im_end|>`; any
-//!   `<tool_response>` blocks inside it must be well formed but make no spans of their own.
+//!   [`Role::Observation`] span from `<|im_start|>` through `<|im_end|>`. Like the system
+//!   message it is opaque: block tags inside it (`<tool_response>` wrappers, or a page
+//!   the tool fetched that quotes `<think>`) are content and make no spans or steps.
 //! - **assistant** message: each `<think>…</think>` block, tags included, is a
 //!   [`Role::Reasoning`] span; each `<tool_call>…</tool_call>` block, tags included, is a
 //!   [`Role::ToolCall`] span; any other non-whitespace text (a final answer, a sentence
 //!   between the reasoning and the call) is reasoning too (self-generated text), one span
 //!   per stretch between blocks, from its first to its last non-whitespace byte. The header
 //!   `<|im_start|>assistant\n`, the whitespace between blocks and `<|im_end|>` are
-//!   unassigned.
+//!   unassigned. `<tool_response>` and `</tool_response>` open and close nothing in an
+//!   assistant message: outside its blocks they are part of that free text (a model may
+//!   write `the <tool_response> says …`), so they sit inside a reasoning span.
 //! - The last message may be an assistant message without `<|im_end|>` (the generation
 //!   prompt of a step, and what has been generated so far); in it, a `<think>` not closed
 //!   before the end of the prompt is a reasoning span running to the end of the prompt.
-//! - **Steps**: reasoning step `r` is the `r`-th `<think>` tag; [`char_spans`] gives the
-//!   byte just after the tag, and [`segment_offsets`] the first token starting at or after
-//!   that byte (`t_r`, "the first token after the `r`-th `<think>` tag"; when a tokenizer
-//!   merges `<think>` with the newline after it, that is the token after the merged one).
+//! - **Inside a block** only its own closing tag ends it: every other block tag is
+//!   content. An observation may quote `<think>`, `</think>` or `<tool_call>` (a page
+//!   about LLMs), reasoning may mention `<tool_call>` or `<tool_response>`, and a call's
+//!   JSON argument may hold `<think>`; none of these opens, closes or nests a block, and a
+//!   `<think>` inside content is not a step. A second `<think>` inside a `<think>` block
+//!   is content too, so the block ends at the first `</think>` after its opening tag.
+//! - **`<|im_start|>` and `<|im_end|>` are always structure**, inside a block as
+//!   anywhere else: they are special tokens that a chat template never emits inside
+//!   content (a tokenizer encodes them as single special tokens, so text cannot hold
+//!   them). An `<|im_end|>` or `<|im_start|>` met inside an open block is the error "block
+//!   not closed before its message ends", never content.
+//! - **Steps**: reasoning step `r` is the `r`-th `<think>` tag that opens a block (one
+//!   inside content does not count); [`char_spans`] gives the byte just after the tag,
+//!   and [`segment_offsets`] the first token starting at or after that byte (`t_r`, "the
+//!   first token after the `r`-th `<think>` tag"; when a tokenizer merges `<think>` with
+//!   the newline after it, that is the token after the merged one).
 //! - **Turns**: turn 0 starts at the beginning of the prompt; every `<think>` block after
 //!   the first starts a new turn, and everything from a `<think>` block up to the next one
 //!   belongs to that block's turn. So turn 0 holds the leading system and user spans, the
@@ -45,13 +65,16 @@
 //! A prompt that does not follow the template is an [`Error::InvalidArgument`] named
 //! `prompt` whose message starts with the byte offset and the line (1-based) of the
 //! problem: a message without `<|im_end|>` (other than a trailing assistant message), a
-//! role header without its `\n`, an unknown role name, a closing tag without its opening
-//! tag, a block inside a block (`<think>` inside `<think>`, `<tool_call>` inside
-//! `<think>`, …), a block not closed before its message ends, a `<think>` or `<tool_call>`
-//! outside an assistant message, a `<tool_response>` outside a user or tool message, an
-//! `<|im_end|>` outside a message. Nothing here panics: prompts are arbitrary UTF-8 and
-//! every cut is on a char boundary (markers are matched whole, and whitespace is trimmed
-//! char by char).
+//! role header without its `\n`, an unknown role name, a `</think>` or `</tool_call>`
+//! without its opening tag in an assistant message (outside any block), a block not
+//! closed before its message ends (an `<|im_end|>` or `<|im_start|>` inside it) or, other
+//! than a trailing `<think>`, before the end of the prompt, a block tag outside any
+//! message, an `<|im_end|>` outside a message. Block tags that a message does not read as
+//! structure are content, never errors: all of them in system and tool messages, all but
+//! `<tool_response>` in user messages (a stray `</tool_response>` included), and
+//! `<tool_response>`/`</tool_response>` in assistant messages. Nothing here panics:
+//! prompts are arbitrary UTF-8 and every cut is on a char boundary (markers are matched
+//! whole, and whitespace is trimmed char by char).
 //!
 //! # From bytes to tokens
 //!
@@ -103,7 +126,8 @@ pub enum MessageKind {
     User,
     /// The model's own message: reasoning and tool-call blocks.
     Assistant,
-    /// A tool's answer as a message of its own: one [`Role::Observation`] span.
+    /// A tool's answer as a message of its own: one [`Role::Observation`] span; block tags
+    /// inside it are content.
     Tool,
 }
 
@@ -462,6 +486,12 @@ impl<'a> Lexer<'a> {
     /// and ends on char boundaries: a marker is whole UTF-8 whose first byte is not a
     /// continuation byte.
     fn next(&self, from: usize) -> Option<(usize, Mk, usize)> {
+        self.next_of(from, |_| true)
+    }
+
+    /// [`Lexer::next`] among the markers `keep` accepts (leftmost, then longest): the
+    /// others are content and are skipped.
+    fn next_of(&self, from: usize, keep: impl Fn(Mk) -> bool) -> Option<(usize, Mk, usize)> {
         let tail = self.bytes.get(from..)?;
         for (i, &b) in tail.iter().enumerate() {
             if !self.first[usize::from(b)] {
@@ -471,7 +501,7 @@ impl<'a> Lexer<'a> {
             let best = self
                 .markers
                 .iter()
-                .filter(|(m, _)| here.starts_with(m.as_bytes()))
+                .filter(|&&(m, mk)| keep(mk) && here.starts_with(m.as_bytes()))
                 .max_by_key(|(m, _)| m.len());
             if let Some(&(m, mk)) = best {
                 return Some((from + i, mk, m.len()));
@@ -505,8 +535,8 @@ impl<'a> Parser<'a> {
                         ),
                     ))
                 }
-                Mk::Open(b) => return Err(self.misplaced(at, b, None)),
-                Mk::Close(b) => return Err(self.unopened(at, b)),
+                Mk::Open(b) => return Err(self.outside(at, self.t.block(b).open.as_str())),
+                Mk::Close(b) => return Err(self.outside(at, self.t.block(b).close.as_str())),
             };
         }
         Ok((self.spans, self.steps, self.turn + 1))
@@ -528,20 +558,9 @@ impl<'a> Parser<'a> {
         });
     }
 
-    /// An opening tag where its block may not be (`within`: the message's role name).
-    fn misplaced(&self, at: usize, b: B, within: Option<(&str, usize)>) -> Error {
-        let place = match b {
-            B::Resp => "outside a user or tool message",
-            B::Think | B::Call => "outside an assistant message",
-        };
-        let inside = match within {
-            Some((role, m)) => format!(
-                " (in the {role} message at byte {m}, line {})",
-                line_of(self.p, m)
-            ),
-            None => " (outside any message)".to_owned(),
-        };
-        self.err(at, format!("{} {place}{inside}", self.t.block(b).open))
+    /// A block tag outside any message.
+    fn outside(&self, at: usize, tag: &str) -> Error {
+        self.err(at, format!("{tag} outside any message"))
     }
 
     fn unopened(&self, at: usize, b: B) -> Error {
@@ -566,38 +585,27 @@ impl<'a> Parser<'a> {
     }
 
     /// The block opened at `at`: `Some(end)` after its closing tag, `None` when the prompt
-    /// ends first (no marker after it).
+    /// ends first. Inside it only its own closing tag and the message markers count: any
+    /// other block tag is content (an observation quoting `<think>`, reasoning that
+    /// mentions `<tool_call>`), and so is a second opening tag of the same block.
     fn block(&self, at: usize, b: B) -> Result<Option<usize>> {
         let bl = self.t.block(b);
-        match self.lx.next(at + bl.open.len()) {
+        let ends = |mk: Mk| mk == Mk::Close(b) || matches!(mk, Mk::MsgStart | Mk::MsgEnd);
+        match self.lx.next_of(at + bl.open.len(), ends) {
             None => Ok(None),
-            Some((y, Mk::Close(c), len)) if c == b => Ok(Some(y + len)),
-            Some((y, Mk::MsgStart | Mk::MsgEnd, _)) => Err(self.err(
+            Some((y, Mk::Close(_), len)) => Ok(Some(y + len)),
+            Some((y, mk, _)) => Err(self.err(
                 at,
                 format!(
-                    "{} is not closed: the message ends at byte {y} (line {}) before its {}",
+                    "{} is not closed: {} at byte {y} (line {}) comes before its {}",
                     bl.open,
+                    if mk == Mk::MsgEnd {
+                        format!("the message ends ({})", self.t.message_end)
+                    } else {
+                        format!("the next message starts ({})", self.t.message_start)
+                    },
                     line_of(self.p, y),
                     bl.close
-                ),
-            )),
-            Some((y, Mk::Open(c), _)) => Err(self.err(
-                y,
-                format!(
-                    "{} nested inside the {} at byte {at} (line {})",
-                    self.t.block(c).open,
-                    bl.open,
-                    line_of(self.p, at)
-                ),
-            )),
-            Some((y, Mk::Close(c), _)) => Err(self.err(
-                y,
-                format!(
-                    "{} without {} (inside the {} at byte {at}, line {})",
-                    self.t.block(c).close,
-                    self.t.block(c).open,
-                    bl.open,
-                    line_of(self.p, at)
                 ),
             )),
         }
@@ -642,17 +650,25 @@ impl<'a> Parser<'a> {
 
     /// A system, user or tool message.
     fn other(&mut self, at: usize, cstart: usize, role: &str, kind: MessageKind) -> Result<usize> {
+        // Qwen's tool-use system prompt quotes the tags, and a tool's output is whatever
+        // the tool returned: in both, block tags are content. A user may write any tag
+        // but `<tool_response>` (the template's wrapper for tool answers) as text.
+        let opaque = matches!(kind, MessageKind::System | MessageKind::Tool);
+        let keep = |mk: Mk| match mk {
+            Mk::MsgStart | Mk::MsgEnd => true,
+            Mk::Open(B::Resp) => !opaque,
+            Mk::Open(_) | Mk::Close(_) => false,
+        };
         let mut pos = cstart;
         let mut responses = 0usize;
         let end = loop {
-            let Some((x, mk, len)) = self.lx.next(pos) else {
+            let next = self.lx.next_of(pos, keep);
+            let Some((x, mk, len)) = next else {
                 return Err(self.unterminated(at, role, None));
             };
             match mk {
                 Mk::MsgEnd => break x + len,
                 Mk::MsgStart => return Err(self.unterminated(at, role, Some(x))),
-                // Qwen's tool-use system prompt quotes the tags: content.
-                _ if kind == MessageKind::System => pos = x + len,
                 Mk::Open(B::Resp) => {
                     let Some(e) = self.block(x, B::Resp)? else {
                         return Err(self.err(
@@ -663,14 +679,12 @@ impl<'a> Parser<'a> {
                             ),
                         ));
                     };
-                    if kind == MessageKind::User {
-                        self.push(x, e, Role::Observation);
-                    }
+                    self.push(x, e, Role::Observation);
                     responses += 1;
                     pos = e;
                 }
-                Mk::Open(b) => return Err(self.misplaced(x, b, Some((role, at)))),
-                Mk::Close(b) => return Err(self.unopened(x, b)),
+                // Content (`keep` skips these already; no panic path here).
+                Mk::Open(_) | Mk::Close(_) => pos = x + len,
             }
         };
         match kind {
@@ -696,7 +710,10 @@ impl<'a> Parser<'a> {
     fn assistant(&mut self, at: usize, cstart: usize) -> Result<usize> {
         let mut gap = cstart;
         loop {
-            let next = self.lx.next(gap);
+            // `<tool_response>` tags are the assistant's own text here.
+            let next = self
+                .lx
+                .next_of(gap, |mk| !matches!(mk, Mk::Open(B::Resp) | Mk::Close(B::Resp)));
             self.text(gap, next.map_or(self.p.len(), |(x, _, _)| x));
             let Some((x, mk, len)) = next else {
                 return Ok(self.p.len());
@@ -726,7 +743,8 @@ impl<'a> Parser<'a> {
                     self.push(x, e, Role::ToolCall);
                     e
                 }
-                Mk::Open(B::Resp) => return Err(self.misplaced(x, B::Resp, Some(("assistant", at)))),
+                // Content (`next_of` above skips these already; no panic path here).
+                Mk::Open(B::Resp) | Mk::Close(B::Resp) => x + len,
                 Mk::Close(b) => return Err(self.unopened(x, b)),
             };
         }
