@@ -3,6 +3,7 @@
 # (default 60), one after another, with libFuzzer via cargo-fuzz, on the stable toolchain.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
+#   scripts/fuzz.sh --build-only      (install cargo-fuzz and build every target, then stop)
 #
 # Installs the pinned cargo-fuzz into target/tools if it is missing, builds every target
 # once (the dev profile, below; no sanitizer: `-s none` needs no nightly and no
@@ -24,8 +25,15 @@ root=$PWD
 CARGO_FUZZ_VERSION=0.13.2
 seconds=${1:-60}
 shift || true
+build_only=0
+if [ "$seconds" = "--build-only" ]; then
+  # Install cargo-fuzz and build the targets, then stop (CI builds in the background while
+  # other steps run; the run later finds the build up to date).
+  build_only=1
+  seconds=1
+fi
 if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
-  echo "usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]" >&2
+  echo "usage: scripts/fuzz.sh [SECONDS_PER_TARGET | --build-only] [TARGET...]" >&2
   exit 2
 fi
 
@@ -51,6 +59,9 @@ start=$(date +%s)
 # matters more than the executions per second.
 (cd fuzz && cargo fuzz build --dev --sanitizer none --target "$host")
 echo "== built in $(($(date +%s) - start)) s"
+if [ "$build_only" -eq 1 ]; then
+  exit 0
+fi
 bin=$root/fuzz/target/$host/debug
 
 if [ -n "${FUZZ_WORK:-}" ]; then
