@@ -93,6 +93,12 @@ pub enum Error {
         /// What went wrong.
         msg: String,
     },
+    /// The work was stopped by its [`crate::cancel::Cancel`]: cancelled, or past its
+    /// deadline. Nothing of it is returned.
+    Cancelled {
+        /// Why it stopped ("past its deadline", "cancelled").
+        msg: String,
+    },
 }
 
 /// The families of [`Error`] a service branches on (see [`Error::kind`]).
@@ -111,6 +117,8 @@ pub enum ErrorKind {
     Unsupported,
     /// The oracle failed ([`Error::Oracle`]).
     Oracle,
+    /// The work was stopped by its cancel signal ([`Error::Cancelled`]).
+    Cancelled,
 }
 
 impl Error {
@@ -129,6 +137,7 @@ impl Error {
             Error::DeviceFailed { .. } => ErrorKind::DeviceFailed,
             Error::Unsupported { .. } => ErrorKind::Unsupported,
             Error::Oracle { .. } => ErrorKind::Oracle,
+            Error::Cancelled { .. } => ErrorKind::Cancelled,
         }
     }
 
@@ -204,6 +213,7 @@ impl std::fmt::Display for Error {
                 Some(s) => format!("oracle {oracle}: HTTP {s}: {msg}"),
                 None => format!("oracle {oracle}: {msg}"),
             },
+            Error::Cancelled { msg } => format!("stopped: {msg}"),
         };
         f.write_str(&escape_controls(&raw))
     }

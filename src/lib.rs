@@ -74,6 +74,7 @@
 
 pub mod attention;
 pub mod backend;
+pub mod cancel;
 #[cfg(feature = "embed")]
 pub mod controller;
 pub mod cost;

@@ -82,6 +82,7 @@ impl Selector {
                     query_text: query_text.as_deref(),
                     costs: costs.as_deref(),
                     retained: &retained,
+                    cancel: None,
                 };
                 self.inner.select_maybe_pool(pool.map(|p| &p.inner), &req)
             })

@@ -53,6 +53,7 @@ pub fn run(engine: &Engine) -> Result<String> {
                 query_text: Some(&pool.query_text),
                 costs: Some(&pool.costs),
                 retained: if mode == Mode::Gate { &retained } else { &[] },
+                cancel: None,
             };
             cfg = match mode {
                 Mode::Greedy => cfg.k(20).token_budget(3000.0),

@@ -438,6 +438,7 @@ fn decide(pol: &mut Policy, stage: Stage, q: &Query, ctx: &[Item], cands: &[Cand
                 query_text: Some(&q.text),
                 costs: Some(&costs),
                 retained: &retained,
+                cancel: None,
             };
             let sel = select(cfg, &inp)?;
             Ok(sel.selected.into_iter().map(|i| i - ctx.len()).collect())

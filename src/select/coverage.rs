@@ -32,7 +32,16 @@ pub(crate) struct Coverage<'a> {
 const SPARSE_ROWS: usize = 64;
 
 impl<'a> Coverage<'a> {
-    pub fn build(d: &Dense<'_>, costs: Option<&'a [f64]>, dense_max: usize, knn: usize) -> Result<Self> {
+    /// The similarity of `d`'s rows, dense up to `dense_max` items, else each row's `knn`
+    /// largest. `cancel` is checked between the sparse build's blocks of rows (its
+    /// O(N²·d) neighbour search), so a cancelled build stops within one block per thread.
+    pub fn build(
+        d: &Dense<'_>,
+        costs: Option<&'a [f64]>,
+        dense_max: usize,
+        knn: usize,
+        cancel: Option<&crate::cancel::Cancel>,
+    ) -> Result<Self> {
         let e: &crate::embeddings::Embeddings = d.e;
         let n = e.rows();
         let w = d.weights();
@@ -53,6 +62,9 @@ impl<'a> Coverage<'a> {
             let parts: Vec<(Vec<u32>, Vec<f32>)> = (0..n.div_ceil(SPARSE_ROWS))
                 .into_par_iter()
                 .map(|p| {
+                    if cancel.is_some_and(crate::cancel::Cancel::is_cancelled) {
+                        return (Vec::new(), Vec::new());
+                    }
                     let r0 = p * SPARSE_ROWS;
                     let rows = SPARSE_ROWS.min(n - r0);
                     let mut block = vec![0.0f32; rows * n];
@@ -87,6 +99,7 @@ impl<'a> Coverage<'a> {
                     (idx, val)
                 })
                 .collect();
+            crate::cancel::check(cancel)?;
             let mut idx = Vec::with_capacity(n * r);
             let mut val = Vec::with_capacity(n * r);
             for (i, v) in parts {

@@ -78,6 +78,8 @@ pub(crate) struct Limits<'a> {
     pub token_budget: Option<f64>,
     pub costs: Option<&'a [f64]>,
     pub threshold: Option<f64>,
+    /// Checked before every step: a cancelled selection stops between steps.
+    pub cancel: Option<&'a crate::cancel::Cancel>,
 }
 
 /// A method's own stopping facts (SPEC §1), the same on every backend.
@@ -91,8 +93,14 @@ pub(crate) struct Facts {
 }
 
 /// Scores every candidate not in `retained` against it: `(index, V(x | C))` in index
-/// order.
-pub(crate) fn gate<S: Scorer>(s: &mut S, n: usize, retained: &[usize]) -> Vec<(usize, f64)> {
+/// order. `cancel` is checked before the bulk pass and after it.
+pub(crate) fn gate<S: Scorer>(
+    s: &mut S,
+    n: usize,
+    retained: &[usize],
+    cancel: Option<&crate::cancel::Cancel>,
+) -> crate::Result<Vec<(usize, f64)>> {
+    crate::cancel::check(cancel)?;
     for &r in retained {
         let mut c = s.cand(r);
         s.refresh(r, &mut c);
@@ -103,7 +111,8 @@ pub(crate) fn gate<S: Scorer>(s: &mut S, n: usize, retained: &[usize]) -> Vec<(u
     let mut cands: Vec<S::Cand> = (0..n).into_par_iter().map(|x| s.cand(x)).collect();
     let mut gains = vec![0.0; n];
     s.refresh_all(&mut cands, &mut gains, &alive);
-    (0..n).filter(|&x| alive[x]).map(|x| (x, gains[x])).collect()
+    crate::cancel::check(cancel)?;
+    Ok((0..n).filter(|&x| alive[x]).map(|x| (x, gains[x])).collect())
 }
 
 /// Why greedy stops at a best gain of `g`, if it does (SPEC §1): below the threshold, or
@@ -131,6 +140,7 @@ pub(crate) fn greedy(
     let cost = |x: usize| lim.costs.map_or(1.0, |c| c[x]);
     let (mut picks, mut picked_gains) = (Vec::new(), Vec::new());
     let stop = loop {
+        crate::cancel::check(lim.cancel)?;
         if lim.k.is_some_and(|k| picks.len() >= k) {
             break Stop::ItemBudget;
         }
@@ -413,6 +423,7 @@ mod tests {
                 token_budget: budget,
                 costs: Some(&costs),
                 threshold: thr,
+                cancel: None,
             };
             let what = format!("k={k:?} budget={budget:?} tau={thr:?} retained={retained:?}");
             both(

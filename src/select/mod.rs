@@ -375,6 +375,10 @@ pub struct Inputs<'a> {
     pub costs: Option<&'a [f64]>,
     /// Rows already retained, in the order they were added.
     pub retained: &'a [usize],
+    /// Stops the selection between greedy steps (and between blocks of coverage's
+    /// neighbour search) once cancelled or past its deadline, with
+    /// [`Error::Cancelled`]. By default none: the selection runs to its end.
+    pub cancel: Option<&'a crate::cancel::Cancel>,
 }
 
 /// One selection request against a resident [`Pool`]: everything but the pool.
@@ -390,6 +394,10 @@ pub struct Request<'a> {
     pub costs: Option<&'a [f64]>,
     /// Rows already retained, in the order they were added.
     pub retained: &'a [usize],
+    /// Stops the selection between greedy steps (and between blocks of coverage's
+    /// neighbour search) once cancelled or past its deadline, with
+    /// [`Error::Cancelled`]. By default none: the selection runs to its end.
+    pub cancel: Option<&'a crate::cancel::Cancel>,
 }
 
 impl<'a> Inputs<'a> {
@@ -400,6 +408,7 @@ impl<'a> Inputs<'a> {
             query_text: self.query_text,
             costs: self.costs,
             retained: self.retained,
+            cancel: self.cancel,
         }
     }
 }
@@ -607,6 +616,7 @@ impl Selector {
                 query_text: req.query_text,
                 costs: req.costs,
                 retained: req.retained,
+                cancel: req.cancel,
             }),
         }
     }
@@ -780,6 +790,7 @@ impl Selector {
             token_budget: self.cfg.token_budget,
             costs: req.costs,
             threshold: self.threshold,
+            cancel: req.cancel,
         };
         let (facts, kind) = self.facts(n);
         let dense = match rows {
@@ -897,6 +908,7 @@ impl Selector {
                     req.costs,
                     self.cfg.coverage_dense_max,
                     self.cfg.coverage_knn,
+                    req.cancel,
                 )?;
                 if cov.is_sparse() {
                     notes.push(format!(
@@ -955,7 +967,7 @@ fn run_scorer<S: Scorer>(
         }
         Mode::Gate => {
             let tau = lim.threshold.unwrap_or(f64::NEG_INFINITY);
-            let (selected, gains) = driver::gate(s, n, retained)
+            let (selected, gains) = driver::gate(s, n, retained, lim.cancel)?
                 .into_iter()
                 .filter(|&(_, v)| v >= tau)
                 .unzip();

@@ -65,6 +65,7 @@ pub fn select(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
         query_text: query_text.as_deref(),
         costs: costs.as_deref(),
         retained: &retained,
+        cancel: None,
     };
     let sel = selector.select_maybe_pool(pool.as_deref(), &req)?;
     let mut out = sel.to_json(t.elapsed().as_secs_f64() * 1e3, costs.is_some());

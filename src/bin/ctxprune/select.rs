@@ -257,6 +257,7 @@ pub fn run(a: SelectArgs) -> Result<()> {
         query_text: a.query_text.as_deref(),
         costs: costs.as_deref(),
         retained: &retained,
+        cancel: None,
     };
     let pool = match loaded {
         Some(l) if method != Method::Lexical => Some(Pool::new(&opened.engine, l.embeddings)?),
