@@ -83,6 +83,7 @@ pub mod demo;
 pub mod embed;
 pub mod embeddings;
 pub mod error;
+pub mod estimate;
 pub mod gpu_check;
 pub mod io;
 pub mod mask;

@@ -33,6 +33,8 @@ mod rerank_beyond;
 mod scorers;
 #[cfg(feature = "serve")]
 mod serve;
+#[cfg(feature = "serve")]
+mod serve_hostile;
 mod slow;
 
 use ctxprune::rng::Rng;

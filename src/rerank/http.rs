@@ -49,6 +49,9 @@ pub struct HttpConfig {
     pub max_batch: usize,
     /// Cohere's `model` field, when the server wants one.
     pub model: Option<String>,
+    /// Stops the calls: checked before every attempt, and no attempt (or wait between
+    /// retries) runs past its deadline. By default none.
+    pub cancel: Option<crate::cancel::Cancel>,
 }
 
 impl HttpConfig {
@@ -62,6 +65,7 @@ impl HttpConfig {
             retries: 2,
             max_batch: 32,
             model: None,
+            cancel: None,
         }
     }
 
@@ -133,13 +137,24 @@ impl HttpOracle {
         };
         let mut last = String::new();
         let mut last_status = None;
+        let cancel = self.cfg.cancel.as_ref();
+        // The time an attempt (or a wait) may take: the timeout, within the deadline.
+        let within = |d: Duration| {
+            cancel
+                .and_then(crate::cancel::Cancel::remaining)
+                .map_or(d, |r| d.min(r))
+        };
         for attempt in 0..=self.cfg.retries {
             if attempt > 0 {
-                std::thread::sleep(Duration::from_millis(100 << (attempt - 1).min(6)));
+                std::thread::sleep(within(Duration::from_millis(100 << (attempt - 1).min(6))));
             }
+            crate::cancel::check(cancel)?;
             let resp = self
                 .agent
                 .post(url)
+                .config()
+                .timeout_global(Some(within(self.cfg.timeout)))
+                .build()
                 .header("content-type", "application/json")
                 .send(&body);
             let resp = match resp {
@@ -184,8 +199,7 @@ impl HttpOracle {
 /// says what is malformed. What [`HttpOracle`] runs on every response (public for other
 /// transports and for the fuzz target).
 pub fn parse_response(api: Api, text: &str, n: usize) -> std::result::Result<Vec<f64>, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("malformed response (not JSON: {e})"))?;
+    let v = crate::io::json::value_str(text).map_err(|e| format!("malformed response (not JSON: {e})"))?;
     let (list, key) = match api {
         Api::Tei => (v.as_array(), "score"),
         Api::Cohere => (v.get("results").and_then(|r| r.as_array()), "relevance_score"),

@@ -29,6 +29,7 @@
 //! and Cohere-style rerank servers with a batching queue ([`http`]). [`eval`] is the
 //! seeded benchmark behind `ctxprune eval`.
 
+mod estimate;
 pub mod eval;
 pub mod gp;
 #[cfg(feature = "http")]

@@ -37,6 +37,7 @@
 
 mod coverage;
 mod driver;
+mod estimate;
 pub mod judge;
 pub mod lexical;
 pub mod options;

@@ -3,34 +3,67 @@
 
 use super::body::Fields;
 use super::{ApiError, Reply, Shared};
+use crate::cancel::Cancel;
 use crate::cost::{self, FlopsOptions, ModelShape};
 use crate::error::Error;
+use crate::estimate::{self, Estimate};
 use crate::mask::masker::{MaskConfig, Masker};
 use crate::mask::{Format, Trajectory};
 use crate::rerank::http::{HttpConfig, HttpOracle};
 use crate::rerank::{Oracle, Precomputed, RerankOptions, Reranker};
 use crate::select::{check_reads, Method, Request, SelectOptions, Selector};
+use crate::Embeddings;
 use crate::Pool;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The pool a request names (`"pool"`) or gives inline (`"embeddings"`).
-fn pool_of(s: &Shared, f: &mut Fields, required: bool) -> Result<Option<Arc<Pool>>, ApiError> {
+/// The pool a request names (`"pool"`) or gives inline (`"embeddings"`, not yet resident:
+/// the request's cost is admitted first).
+enum PoolArg {
+    Named(Arc<Pool>),
+    Inline(Embeddings),
+}
+
+impl PoolArg {
+    fn shape(&self) -> (usize, usize) {
+        match self {
+            PoolArg::Named(p) => (p.len(), p.dim()),
+            PoolArg::Inline(e) => (e.rows(), e.dim()),
+        }
+    }
+
+    /// Making an inline pool resident costs its copy; a named pool is resident already.
+    fn cost(&self) -> Estimate {
+        match self {
+            PoolArg::Named(_) => Estimate::default(),
+            PoolArg::Inline(e) => estimate::pool(e.rows(), e.dim()),
+        }
+    }
+
+    fn resident(self, s: &Shared) -> Result<Arc<Pool>, ApiError> {
+        match self {
+            PoolArg::Named(p) => Ok(p),
+            PoolArg::Inline(e) => Ok(Arc::new(Pool::new(&s.engine, e)?)),
+        }
+    }
+}
+
+fn pool_of(s: &Shared, f: &mut Fields, required: bool) -> Result<Option<PoolArg>, ApiError> {
     let name = f.str("pool")?;
     let inline = f.matrix("embeddings")?;
     match (name, inline) {
         (Some(_), Some(_)) => Err(Error::invalid("pool", "give a pool name or embeddings, not both").into()),
-        (Some(n), None) => s.pools.get(&n).map(Some),
-        (None, Some(e)) => Ok(Some(Arc::new(Pool::new(&s.engine, e)?))),
+        (Some(n), None) => s.pools.get(&n).map(|p| Some(PoolArg::Named(p))),
+        (None, Some(e)) => Ok(Some(PoolArg::Inline(e))),
         (None, None) if required => Err(Error::invalid("pool", "give a pool name or \"embeddings\"").into()),
         (None, None) => Ok(None),
     }
 }
 
 /// `POST /v1/select`.
-pub fn select(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
-    let mut f = Fields::parse(body)?;
+pub fn select(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiError> {
+    let mut f = s.fields(body)?;
     let method = f
         .str("method")?
         .ok_or_else(|| Error::invalid("method", "required"))?;
@@ -57,30 +90,42 @@ pub fn select(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
     let pool = pool_of(s, &mut f, m != Method::Lexical)?;
     f.done()?;
     check_reads(m, query.is_some(), query_text.is_some(), texts.is_some())?;
-    let selector = Selector::new(&s.engine, cfg)?;
-    let t = Instant::now();
+    let (n, d) = match (&pool, &texts) {
+        (Some(p), _) => p.shape(),
+        (None, Some(t)) => (t.len(), 0),
+        (None, None) => (0, 0),
+    };
     let req = Request {
         query: query.as_deref(),
         texts: texts.as_deref(),
         query_text: query_text.as_deref(),
         costs: costs.as_deref(),
         retained: &retained,
-        cancel: None,
+        cancel: Some(cancel),
     };
+    let cost = cfg.estimate(n, d, &req) + pool.as_ref().map_or_else(Estimate::default, PoolArg::cost);
+    s.admit(&format!("this {} selection over {n} items", m.name()), cost)?;
+    let pool = pool.map(|p| p.resident(s)).transpose()?;
+    let selector = Selector::new(&s.engine, cfg)?;
+    let t = Instant::now();
     let sel = selector.select_maybe_pool(pool.as_deref(), &req)?;
     let mut out = sel.to_json(t.elapsed().as_secs_f64() * 1e3, costs.is_some());
     out["notes"] = json!(sel.notes);
     Ok(out)
 }
 
-/// An oracle that times its calls (the server reports compute and oracle time apart).
+/// An oracle that times its calls (the server reports compute and oracle time apart) and
+/// stops the rerank before a call once the request is cancelled: the GP's rounds end
+/// there, between oracle calls.
 struct Timed<'a> {
     inner: &'a mut dyn Oracle,
     spent: std::time::Duration,
+    cancel: &'a Cancel,
 }
 
 impl Oracle for Timed<'_> {
     fn score(&mut self, items: &[usize]) -> crate::Result<Vec<f64>> {
+        self.cancel.check()?;
         let t = Instant::now();
         let r = self.inner.score(items);
         self.spent += t.elapsed();
@@ -89,8 +134,8 @@ impl Oracle for Timed<'_> {
 }
 
 /// `POST /v1/rerank`.
-pub fn rerank(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
-    let mut f = Fields::parse(body)?;
+pub fn rerank(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiError> {
+    let mut f = s.fields(body)?;
     let method = f.str("method")?.unwrap_or_else(|| "boundary-morph".into());
     let budget = f
         .count("budget")?
@@ -128,10 +173,17 @@ pub fn rerank(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
         Some(v) => Some(crate::rerank::options::token_counts(&v, "tokens")?),
         None => None,
     };
-    let pool = pool_of(s, &mut f, true)?.expect("required");
+    let Some(pool) = pool_of(s, &mut f, true)? else {
+        return Err(Error::invalid("pool", "give a pool name or \"embeddings\"").into());
+    };
     f.done()?;
+    let (n, d) = pool.shape();
+    s.admit(
+        &format!("this {} rerank over {n} items", cfg.method.name()),
+        cfg.estimate(n, d) + pool.cost(),
+    )?;
+    let pool = pool.resident(s)?;
     let reranker = Reranker::new(&s.engine, cfg)?;
-    let n = pool.len();
     let budget = budget.min(n);
     let url = match (&scores, url) {
         (Some(_), Some(_)) => {
@@ -183,6 +235,8 @@ pub fn rerank(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
                 hc = hc.timeout_secs(t)?;
             }
             hc.max_batch = s.cfg.max_batch;
+            // Each call and retry waits at most until the request's deadline.
+            hc.cancel = Some(cancel.clone());
             // Straight to the upstream, split into batches of at most `max_batch`. (A
             // BatchQueue merges concurrent callers of one oracle; a rerank API scores one
             // query per call, so requests with different queries cannot share a batch, and
@@ -201,6 +255,7 @@ pub fn rerank(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
     let mut timed = Timed {
         inner: oracle.as_mut(),
         spent: std::time::Duration::ZERO,
+        cancel,
     };
     let r = reranker.rerank_tokens(&pool, &query, tokens.as_deref(), &mut timed)?;
     let oracle_ms = timed.spent.as_secs_f64() * 1e3;
@@ -209,8 +264,20 @@ pub fn rerank(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
 
 /// `POST /v1/mask`: `{"messages": [...] | {...}, options}` -> `{"messages", "stats"}`.
 pub fn mask(s: &Shared, body: &[u8]) -> Result<Reply, ApiError> {
-    let (mut f, messages) = Fields::parse_keeping(body, "messages")?;
-    let messages = messages.ok_or_else(|| Error::invalid("messages", "required"))?;
+    let mut f = s.fields(body)?;
+    let messages = f
+        .raw("messages")
+        .ok_or_else(|| Error::invalid("messages", "required"))?;
+    // The messages become a tree of JSON values: its memory is admitted first.
+    s.admit(
+        "masking these messages",
+        estimate::json(&Fields::scan(messages))
+            + Estimate {
+                // The text kept, the token counts' work, and the masked copy written back.
+                ops: 4.0 * messages.len() as f64,
+                bytes: 3.0 * messages.len() as f64,
+            },
+    )?;
     let format = match f.str("format")?.as_deref().unwrap_or("auto") {
         "auto" => None,
         x => Some(x.parse::<Format>()?),
@@ -232,7 +299,7 @@ pub fn mask(s: &Shared, body: &[u8]) -> Result<Reply, ApiError> {
     // Named encodings only: a server reads no file a request names.
     let counter = s.counter(&tokenizer)?;
     let masker = Masker::new(cfg, counter)?;
-    let mut traj = Trajectory::parse(&messages, format)?;
+    let mut traj = Trajectory::parse(messages, format)?;
     let stats = masker.mask(&mut traj);
     // The masked messages as text: every byte outside the masked contents is the input's.
     let stats = serde_json::to_string(&stats).map_err(|e| Error::invalid("stats", e.to_string()))?;
@@ -243,11 +310,15 @@ pub fn mask(s: &Shared, body: &[u8]) -> Result<Reply, ApiError> {
 }
 
 /// `POST /v1/cost/flops`: a `config` object (a config.json's content) or the sizes.
-pub fn flops(body: &[u8]) -> Result<Value, ApiError> {
-    // The config's text as sent: a repeated key in it is an error, not silently the last.
-    let (mut f, config) = Fields::parse_keeping(body, "config")?;
+pub fn flops(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
+    // The config's text as sent (the body's read refused any repeated key in it).
+    let mut f = s.fields(body)?;
+    let config = f.raw("config");
+    if let Some(c) = config {
+        s.admit("reading this config", estimate::json(&Fields::scan(c)))?;
+    }
     let config = config
-        .map(|c| ModelShape::from_json(&c, std::path::Path::new("config")))
+        .map(|c| ModelShape::from_json(c, std::path::Path::new("config")))
         .transpose()?;
     let activation = f.str("activation")?;
     let opts = FlopsOptions {
@@ -268,8 +339,8 @@ pub fn flops(body: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// `POST /v1/cost/etc`.
-pub fn etc(body: &[u8]) -> Result<Value, ApiError> {
-    let mut f = Fields::parse(body)?;
+pub fn etc(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
+    let mut f = s.fields(body)?;
     let need = |v: Option<f64>, n: &str| v.ok_or_else(|| Error::invalid(n, "required"));
     let a = need(f.num("input_noncached")?, "input_noncached")?;
     let b = need(f.num("input_cached")?, "input_cached")?;
@@ -281,8 +352,8 @@ pub fn etc(body: &[u8]) -> Result<Value, ApiError> {
 }
 
 /// `POST /v1/cost/plan`.
-pub fn plan(body: &[u8]) -> Result<Value, ApiError> {
-    let mut f = Fields::parse(body)?;
+pub fn plan(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
+    let mut f = s.fields(body)?;
     let depth = f
         .count("depth")?
         .ok_or_else(|| Error::invalid("depth", "required"))?;
@@ -296,10 +367,11 @@ pub fn plan(body: &[u8]) -> Result<Value, ApiError> {
 
 /// `PUT /v1/pools/{name}`: `{"embeddings": ...}`.
 pub fn put_pool(s: &Shared, name: &str, body: &[u8]) -> Result<Value, ApiError> {
-    let mut f = Fields::parse(body)?;
+    let mut f = s.fields(body)?;
     let e = f
         .matrix("embeddings")?
         .ok_or_else(|| Error::invalid("embeddings", "required"))?;
     f.done()?;
+    s.admit(&format!("pool '{name}'"), estimate::pool(e.rows(), e.dim()))?;
     s.pools.put(&s.engine, name, e)
 }

@@ -44,8 +44,8 @@ impl Metrics {
         }
     }
 
-    /// The text exposition.
-    pub fn render(&self, engine: &Engine, pools: &Pools) -> String {
+    /// The text exposition; `running` and `waiting` are the compute slots' work now.
+    pub fn render(&self, engine: &Engine, pools: &Pools, running: usize, waiting: usize) -> String {
         let m = self.routes.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut o = String::new();
         let _ = writeln!(
@@ -99,6 +99,18 @@ impl Metrics {
         let _ = writeln!(o, "# HELP ctxprune_pool_bytes Bytes of named pools resident.");
         let _ = writeln!(o, "# TYPE ctxprune_pool_bytes gauge");
         let _ = writeln!(o, "ctxprune_pool_bytes {}", pools.total_bytes());
+        let _ = writeln!(
+            o,
+            "# HELP ctxprune_work_running Requests' work running in the compute slots now."
+        );
+        let _ = writeln!(o, "# TYPE ctxprune_work_running gauge");
+        let _ = writeln!(o, "ctxprune_work_running {running}");
+        let _ = writeln!(
+            o,
+            "# HELP ctxprune_requests_waiting Requests waiting for a compute slot now."
+        );
+        let _ = writeln!(o, "# TYPE ctxprune_requests_waiting gauge");
+        let _ = writeln!(o, "ctxprune_requests_waiting {waiting}");
         o
     }
 }

@@ -1,25 +1,41 @@
-//! `ctxprune serve`: the engine as an HTTP service (feature `serve`; tokio + axum).
+//! `ctxprune serve`: the engine as an HTTP service (feature `serve`; tokio + hyper + axum).
 //!
 //! One process opens its engine once and keeps named pools resident across requests; it
 //! scales out as identical stateless replicas behind an ordinary load balancer (named
 //! pools are a per-replica cache: upload to each, or send embeddings inline).
 //!
-//! Every endpoint's work runs on tokio's blocking pool behind a fixed number of permits
-//! (`max_concurrent`, by default one per core) and a bounded queue (`max_queue`): a
-//! request that finds the queue full is answered 503 with `Retry-After` at once, never
-//! queued without bound. Each request has a deadline (504), a body cap (413), a
-//! request id, one JSON log line on stderr, and its counts in `/metrics`.
+//! What a client cannot do to it:
+//! - **hold a connection**: a request head must arrive within `header_timeout`, its body
+//!   within `body_timeout` (408), or the connection is closed ([`conn`]);
+//! - **hold the compute**: each request's work runs in one of `max_concurrent` slots, each
+//!   with its share of the threads ([`slots`]), behind a bounded queue (503 with
+//!   `Retry-After` when full); a request past its deadline (504) is cancelled and stops
+//!   within one greedy step or oracle call, freeing its slot;
+//! - **ask for more than the server gives**: bodies over `max_body_bytes` (413); work and
+//!   memory estimated from the request's sizes before it runs ([`crate::estimate`]),
+//!   refused over `max_work` (422) or `max_request_memory` (413), naming the limit;
+//! - **keep it from stopping**: on SIGTERM the listener closes, requests in flight get
+//!   `grace` to finish, and then the server returns whatever is left ([`Stopped`]);
+//! - **get an answer in another shape**: every error, the HTTP layer's own included, is
+//!   `{"error": "..."}` with one status per class on every route: 400 a body that is not
+//!   JSON (or repeats a key, or nests too deep), 422 a well-formed body with a bad value.
+//!
+//! Each request also has a request id, one JSON log line on stderr, and its counts in
+//! `/metrics`.
 
 mod api;
 mod body;
+mod conn;
 mod metrics;
 pub mod openapi;
 mod pools;
+mod slots;
 
+use crate::cancel::Cancel;
 use crate::error::{Error, ErrorKind};
 use crate::tokens::TokenCounter;
 use crate::Engine;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{MatchedPath, Path, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -28,12 +44,11 @@ use axum::Router;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::Semaphore;
 
+pub use conn::Stopped;
 pub use metrics::Metrics;
 pub use pools::Pools;
 
@@ -42,14 +57,36 @@ pub use pools::Pools;
 pub struct ServeConfig {
     /// Largest request body, in bytes (413 above). By default 64 MiB.
     pub max_body_bytes: usize,
-    /// Deadline of one request (504 after it). By default 30 s.
+    /// Deadline of one request's work, from the end of its body to its answer, waiting
+    /// for a slot included (504 after it; the work is cancelled). By default 30 s.
     pub timeout: Duration,
-    /// Requests computing at once. By default the machine's threads.
+    /// Time a request's head may take to arrive; the connection is closed after it. By
+    /// default 10 s.
+    pub header_timeout: Duration,
+    /// Time a request's body may take to arrive once its head is in (408 after it, and
+    /// the connection closes). By default 30 s.
+    pub body_timeout: Duration,
+    /// After a shutdown signal, how long requests in flight may take to finish before
+    /// they are abandoned (cancelled, their connections closed). By default 10 s.
+    pub grace: Duration,
+    /// Requests computing at once (compute slots). By default the machine's threads.
     pub max_concurrent: usize,
-    /// Requests waiting for one of those, first come first served, within their deadline;
-    /// a request that finds the queue full is answered 503 with `Retry-After`. By
-    /// default 256.
+    /// Compute threads in all, shared evenly by the slots (each gets
+    /// `threads / max_concurrent`, at least one), so one request never takes another
+    /// slot's threads. By default the machine's threads.
+    pub threads: usize,
+    /// Requests waiting for a slot, first come first served, within their deadline; a
+    /// request that finds the queue full is answered 503 with `Retry-After`. By default
+    /// 256.
     pub max_queue: usize,
+    /// Largest estimated work of one request, in arithmetic operations
+    /// ([`crate::estimate`]); more is refused with 422 before it starts. By default 3e11
+    /// (tens of seconds of one core).
+    pub max_work: f64,
+    /// Largest estimated memory of one request in bytes (its parsed body and its work's
+    /// state, [`crate::estimate`]); more is refused with 413 before it starts. By default
+    /// 2 GiB.
+    pub max_request_memory: usize,
     /// Bytes of resident named pools (413 for an upload past it). By default 1 GiB.
     pub max_pool_bytes: usize,
     /// The rerank upstream when a request names none (TEI or Cohere-style).
@@ -67,11 +104,18 @@ pub struct ServeConfig {
 
 impl Default for ServeConfig {
     fn default() -> Self {
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
         ServeConfig {
             max_body_bytes: 64 << 20,
             timeout: Duration::from_secs(30),
-            max_concurrent: std::thread::available_parallelism().map_or(4, |n| n.get()),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            grace: Duration::from_secs(10),
+            max_concurrent: threads,
+            threads,
             max_queue: 256,
+            max_work: 3e11,
+            max_request_memory: 2 << 30,
             max_pool_bytes: 1 << 30,
             oracle_url: None,
             oracle_api: "tei".into(),
@@ -87,11 +131,14 @@ pub struct Shared {
     engine: Engine,
     cfg: ServeConfig,
     pools: Pools,
-    permits: Arc<Semaphore>,
-    waiting: std::sync::atomic::AtomicUsize,
+    slots: Arc<slots::Slots>,
     metrics: Metrics,
     counters: Mutex<HashMap<String, Arc<dyn TokenCounter>>>,
     next_id: AtomicU64,
+    /// Requests received and not yet answered (the shutdown's drain waits for 0).
+    in_flight: AtomicUsize,
+    /// Woken when `in_flight` drops.
+    idle: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -111,6 +158,39 @@ impl Shared {
         c.insert(name.into(), t.clone());
         Ok(t)
     }
+
+    /// A request body's fields, once the memory of reading them is admitted.
+    fn fields<'b>(&self, body: &'b [u8]) -> Result<body::Fields<'b>, ApiError> {
+        let f = body::Fields::parse(body)?;
+        self.admit("reading this body", crate::estimate::typed(f.body_scan()))?;
+        Ok(f)
+    }
+
+    /// Refuses a request whose estimate passes `max_work` (422) or `max_request_memory`
+    /// (413), naming the limit and the flag that sets it.
+    fn admit(&self, what: &str, e: crate::estimate::Estimate) -> Result<(), ApiError> {
+        let cfg = &self.cfg;
+        if e.bytes > cfg.max_request_memory as f64 {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "{what} would need about {} of memory, over the server's limit of {} per request (--max-request-memory)",
+                    crate::estimate::bytes_text(e.bytes),
+                    crate::estimate::bytes_text(cfg.max_request_memory as f64)
+                ),
+            ));
+        }
+        if e.ops > cfg.max_work {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!(
+                    "{what} would take about {:.2e} operations, over the server's limit of {:.2e} per request (--max-work)",
+                    e.ops, cfg.max_work
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// An error response: a status and one line, as `{"error": "..."}`.
@@ -129,12 +209,24 @@ impl ApiError {
             retry_after: None,
         }
     }
+
+    /// A request past its deadline.
+    fn late(timeout: Duration) -> Self {
+        ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!(
+                "no answer within the request timeout of {} s (--timeout); the work was stopped",
+                timeout.as_secs_f64()
+            ),
+        )
+    }
 }
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         let status = match e.kind() {
-            // Malformed JSON is a 400; a well-formed request with bad values a 422.
+            // A body that is not one JSON object is a 400; a well-formed request with bad
+            // values a 422.
             ErrorKind::InvalidInput if matches!(&e, Error::InvalidArgument { name, .. } if name == "body") => {
                 StatusCode::BAD_REQUEST
             }
@@ -142,6 +234,7 @@ impl From<Error> for ApiError {
             ErrorKind::Unsupported => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorKind::Oracle => StatusCode::BAD_GATEWAY,
             ErrorKind::DeviceUnavailable | ErrorKind::DeviceFailed => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Cancelled => StatusCode::GATEWAY_TIMEOUT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, e.to_string())
@@ -184,100 +277,67 @@ impl IntoResponse for Reply {
 
 type Answer = Result<Reply, ApiError>;
 
-/// Runs `work` on the blocking pool under a permit and the deadline: 503 when every
-/// permit is taken, 504 past the deadline (the work finishes in the background and then
-/// frees its permit, so the count of running work stays true).
+/// Runs `work` in a compute slot with the request's deadline ([`slots`]): 503 when the
+/// queue is full, 504 past the deadline (the work is cancelled and stops within a step).
 async fn compute<R: Into<Reply> + Send + 'static>(
     s: Arc<Shared>,
-    work: impl FnOnce(&Shared) -> Result<R, ApiError> + Send + 'static,
+    work: impl FnOnce(&Shared, &Cancel) -> Result<R, ApiError> + Send + 'static,
 ) -> Answer {
-    let start = Instant::now();
-    let deadline = s.cfg.timeout;
-    let overloaded = |s: &Shared| {
-        let mut e = ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "overloaded: {} requests computing and {} waiting (--max-concurrent, --max-queue); retry shortly",
-                s.cfg.max_concurrent, s.cfg.max_queue
-            ),
-        );
-        e.retry_after = Some(1);
-        e
-    };
-    let timed_out = || {
-        ApiError::new(
-            StatusCode::GATEWAY_TIMEOUT,
-            format!("no answer within the request timeout of {deadline:?} (--timeout)"),
-        )
-    };
-    let permit = match s.permits.clone().try_acquire_owned() {
-        Ok(p) => p,
-        Err(_) => {
-            // Wait in the bounded queue, or be refused at once when it is full.
-            let queued = s.waiting.fetch_add(1, Ordering::AcqRel);
-            if queued >= s.cfg.max_queue {
-                s.waiting.fetch_sub(1, Ordering::AcqRel);
-                return Err(overloaded(&s));
-            }
-            let got = tokio::time::timeout(deadline, s.permits.clone().acquire_owned()).await;
-            s.waiting.fetch_sub(1, Ordering::AcqRel);
-            match got {
-                Ok(Ok(p)) => p,
-                Ok(Err(_)) => return Err(overloaded(&s)),
-                Err(_) => return Err(timed_out()),
-            }
-        }
-    };
-    let deadline = deadline.saturating_sub(start.elapsed());
+    let timeout = s.cfg.timeout;
+    let deadline = Instant::now() + timeout;
     let shared = s.clone();
-    let task = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        // A panic in the work is caught here and answered as a 500, never taking the
-        // process or other requests down.
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&shared).map(Into::into)))
-            .unwrap_or_else(|_| {
-                Err(ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal error (a bug: please report the request)",
-                ))
-            })
-    });
-    match tokio::time::timeout(deadline, task).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(_)) => Err(ApiError::new(
+    let ran = s
+        .slots
+        .run(deadline, move |c| work(&shared, c).map(Into::into))
+        .await;
+    match ran {
+        Ok(slots::Ended::Done(r)) => r,
+        Ok(slots::Ended::Panicked) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal error (the task ended)",
+            "internal error (a bug: please report the request)",
         )),
-        Err(_) => Err(timed_out()),
+        Ok(slots::Ended::Late) | Err(slots::Refused::Late) => Err(ApiError::late(timeout)),
+        Err(slots::Refused::Full) => {
+            let mut e = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "overloaded: {} requests computing and {} waiting (--max-concurrent, --max-queue); retry shortly",
+                    s.slots.running(),
+                    s.slots.waiting()
+                ),
+            );
+            e.retry_after = Some(1);
+            Err(e)
+        }
     }
 }
 
 async fn select(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
-    compute(s, move |s| api::select(s, &body)).await
+    compute(s, move |s, c| api::select(s, &body, c)).await
 }
 
 async fn rerank(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
-    compute(s, move |s| api::rerank(s, &body)).await
+    compute(s, move |s, c| api::rerank(s, &body, c)).await
 }
 
 async fn mask(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
-    compute(s, move |s| api::mask(s, &body)).await
+    compute(s, move |s, _| api::mask(s, &body)).await
 }
 
 async fn flops(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
-    compute(s, move |_| api::flops(&body)).await
+    compute(s, move |s, _| api::flops(s, &body)).await
 }
 
 async fn etc(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
-    compute(s, move |_| api::etc(&body)).await
+    compute(s, move |s, _| api::etc(s, &body)).await
 }
 
 async fn plan(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
-    compute(s, move |_| api::plan(&body)).await
+    compute(s, move |s, _| api::plan(s, &body)).await
 }
 
 async fn put_pool(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: Bytes) -> Answer {
-    compute(s, move |s| api::put_pool(s, &name, &body)).await
+    compute(s, move |s, _| api::put_pool(s, &name, &body)).await
 }
 
 async fn get_pool(State(s): State<Arc<Shared>>, Path(name): Path<String>) -> Answer {
@@ -298,11 +358,16 @@ async fn healthz() -> axum::Json<Value> {
 
 async fn readyz(State(s): State<Arc<Shared>>) -> axum::Json<Value> {
     // The engine was opened (and, on a device, self-tested) before the server listened.
-    axum::Json(json!({"ready": true, "backend": s.engine.name(), "engine": s.engine.describe()}))
+    axum::Json(json!({
+        "ready": true, "backend": s.engine.name(), "engine": s.engine.describe(),
+        "slots": s.cfg.max_concurrent.max(1), "threads_per_slot": s.slots.threads_per_slot(),
+    }))
 }
 
 async fn metrics_text(State(s): State<Arc<Shared>>) -> Response {
-    let text = s.metrics.render(&s.engine, &s.pools);
+    let text = s
+        .metrics
+        .render(&s.engine, &s.pools, s.slots.running(), s.slots.waiting());
     ([("content-type", "text/plain; version=0.0.4")], text).into_response()
 }
 
@@ -317,12 +382,116 @@ async fn not_found() -> ApiError {
     )
 }
 
-/// The request id, the log line and the metrics of every request; the body cap.
+async fn method_not_allowed(req: axum::extract::Request) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "{} is not a method of {} (GET /openapi.json lists each route's methods)",
+            req.method(),
+            req.uri().path()
+        ),
+    )
+}
+
+/// Counts a request in flight while it lives.
+struct InFlight(Arc<Shared>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.idle.notify_waiters();
+    }
+}
+
+/// Reads the whole body within `body_timeout` and the body cap, before any handler: a
+/// slow, short or oversized body gets its JSON error here (408, 400, 413).
+async fn read_body(s: &Shared, req: axum::extract::Request) -> Result<axum::extract::Request, Response> {
+    use http_body_util::BodyExt;
+    let cap = s.cfg.max_body_bytes;
+    let declared = req
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > cap as u64) {
+        return Err(body_too_large(s));
+    }
+    let (parts, body) = req.into_parts();
+    let limited = http_body_util::Limited::new(body, cap);
+    match tokio::time::timeout(s.cfg.body_timeout, limited.collect()).await {
+        Ok(Ok(c)) => Ok(axum::extract::Request::from_parts(
+            parts,
+            Body::from(c.to_bytes()),
+        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(body_too_large(s)),
+        Ok(Err(e)) => {
+            let mut r = ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("the request body could not be read: {e}"),
+            )
+            .into_response();
+            r.headers_mut()
+                .insert("connection", HeaderValue::from_static("close"));
+            Err(r)
+        }
+        Err(_) => {
+            let mut r = ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {} s (--body-timeout)",
+                    s.cfg.body_timeout.as_secs_f64()
+                ),
+            )
+            .into_response();
+            r.headers_mut()
+                .insert("connection", HeaderValue::from_static("close"));
+            Err(r)
+        }
+    }
+}
+
+/// An error response of the HTTP layer in another form (an extractor's text/plain, an
+/// empty body) as `{"error": ...}` with the same status.
+async fn as_json_error(r: Response) -> Response {
+    use http_body_util::BodyExt;
+    let is_json = r
+        .headers()
+        .get("content-type")
+        .is_some_and(|c| c.as_bytes().starts_with(b"application/json"));
+    if r.status().as_u16() < 400 || is_json {
+        return r;
+    }
+    let (mut parts, body) = r.into_parts();
+    let text = match http_body_util::Limited::new(body, 4096).collect().await {
+        Ok(c) => String::from_utf8_lossy(&c.to_bytes()).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let msg = if text.is_empty() {
+        parts
+            .status
+            .canonical_reason()
+            .unwrap_or("error")
+            .to_ascii_lowercase()
+    } else {
+        crate::error::escape_controls(&text)
+    };
+    let body = json!({"error": msg}).to_string();
+    parts
+        .headers
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    parts.headers.remove("content-length");
+    Response::from_parts(parts, Body::from(body))
+}
+
+/// The request id, the log line and the metrics of every request; the body read; the
+/// JSON form of every error.
 async fn around(
     State(s): State<Arc<Shared>>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    s.in_flight.fetch_add(1, Ordering::AcqRel);
+    let _in_flight = InFlight(s.clone());
     let id = s.next_id.fetch_add(1, Ordering::Relaxed);
     let t = Instant::now();
     let method = req.method().clone();
@@ -331,28 +500,11 @@ async fn around(
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let uri = req.uri().path().to_string();
-    let too_big = req
-        .headers()
-        .get("content-length")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|n| n > s.cfg.max_body_bytes as u64);
-    let mut resp = if too_big {
-        body_too_large(&s)
-    } else {
-        let r = next.run(req).await;
-        // A body that streamed past the cap without a length is refused by the extractor
-        // (axum's own 413, text): answer it in the JSON form too.
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE
-            && r.headers()
-                .get("content-type")
-                .is_some_and(|c| c != "application/json")
-        {
-            body_too_large(&s)
-        } else {
-            r
-        }
+    let resp = match read_body(&s, req).await {
+        Ok(req) => next.run(req).await,
+        Err(r) => r,
     };
+    let mut resp = as_json_error(resp).await;
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let status = resp.status().as_u16();
     resp.headers_mut().insert("x-request-id", HeaderValue::from(id));
@@ -368,28 +520,38 @@ async fn around(
 }
 
 fn body_too_large(s: &Shared) -> Response {
-    ApiError::new(
+    let mut r = ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!(
             "request body over {} bytes (--max-body-bytes)",
             s.cfg.max_body_bytes
         ),
     )
-    .into_response()
+    .into_response();
+    // The rest of the body is not read: the connection cannot carry another request.
+    r.headers_mut()
+        .insert("connection", HeaderValue::from_static("close"));
+    r
 }
 
-/// The service's routes over `engine`.
-pub fn router(engine: Engine, cfg: ServeConfig) -> Router {
-    let shared = Arc::new(Shared {
+/// The state every route shares, over `engine`.
+fn shared(engine: Engine, cfg: ServeConfig) -> crate::Result<Arc<Shared>> {
+    let slots = slots::Slots::new(cfg.max_concurrent, cfg.threads, cfg.max_queue)
+        .map_err(|e| Error::invalid("serve", format!("cannot start the compute threads: {e}")))?;
+    Ok(Arc::new(Shared {
         pools: Pools::new(cfg.max_pool_bytes),
-        permits: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),
-        waiting: std::sync::atomic::AtomicUsize::new(0),
+        slots,
         metrics: Metrics::default(),
         counters: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(1),
+        in_flight: AtomicUsize::new(0),
+        idle: tokio::sync::Notify::new(),
         engine,
         cfg,
-    });
+    }))
+}
+
+fn routes(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/v1/select", post(select))
         .route("/v1/rerank", post(rerank))
@@ -407,25 +569,32 @@ pub fn router(engine: Engine, cfg: ServeConfig) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/openapi.json", get(openapi_doc))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        // The body is read (and capped) by `around`; this cap is the extractor's own.
         .layer(axum::extract::DefaultBodyLimit::max(shared.cfg.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), around))
         .with_state(shared)
 }
 
-/// Serves on `listener` until `shutdown` resolves, then stops accepting and finishes the
-/// requests in flight. The caller opens the engine (and so its self-test) first.
+/// The service's routes over `engine` (for embedding in another axum application; its
+/// compute slots start here).
+pub fn router(engine: Engine, cfg: ServeConfig) -> crate::Result<Router> {
+    Ok(routes(shared(engine, cfg)?))
+}
+
+/// Serves on `listener` until `shutdown` resolves, then drains: the listener closes,
+/// requests in flight get `cfg.grace` to finish, and what is left is abandoned (cancelled,
+/// connections closed). Returns how it stopped. The caller opens the engine (and so its
+/// self-test) first.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     engine: Engine,
     cfg: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> crate::Result<()> {
-    let addr: Option<SocketAddr> = listener.local_addr().ok();
-    let app = router(engine, cfg);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| Error::invalid("serve", format!("the server on {addr:?} failed: {e}")))
+) -> crate::Result<Stopped> {
+    let shared = shared(engine, cfg)?;
+    let app = routes(shared.clone());
+    Ok(conn::serve(listener, app, shared, shutdown).await)
 }
 
 /// Resolves on SIGTERM or Ctrl-C (SIGINT).

@@ -152,7 +152,11 @@ fn main() -> ExitCode {
         #[cfg(feature = "embed")]
         Cmd::Embed(a) => embed::run(a),
         #[cfg(feature = "serve")]
-        Cmd::Serve(a) => serve::run(*a),
+        Cmd::Serve(a) => match serve::run(*a) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(serve::EXIT_ABANDONED),
+            Err(e) => Err(e),
+        },
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

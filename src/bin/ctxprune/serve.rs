@@ -17,12 +17,32 @@ pub struct ServeArgs {
     /// Largest request body in bytes (413 above) [default: 67108864].
     #[arg(long, allow_hyphen_values = true)]
     pub max_body_bytes: Option<usize>,
-    /// Seconds a request may take (504 after) [default: 30].
+    /// Seconds a request's work may take once its body is in, waiting for a slot included
+    /// (504 after; the work is stopped) [default: 30].
     #[arg(long, allow_hyphen_values = true)]
     pub timeout: Option<f64>,
-    /// Requests computing at once [default: the CPU's threads].
+    /// Seconds a request's head may take to arrive (the connection is closed after) [default: 10].
+    #[arg(long, allow_hyphen_values = true)]
+    pub header_timeout: Option<f64>,
+    /// Seconds a request's body may take to arrive (408 after) [default: 30].
+    #[arg(long, allow_hyphen_values = true)]
+    pub body_timeout: Option<f64>,
+    /// Seconds requests in flight get to finish after SIGTERM; what is left is abandoned and
+    /// the exit status is 3 [default: 10].
+    #[arg(long, allow_hyphen_values = true)]
+    pub grace: Option<f64>,
+    /// Requests computing at once (compute slots) [default: the CPU's threads].
     #[arg(long, allow_hyphen_values = true)]
     pub max_concurrent: Option<usize>,
+    /// Compute threads, shared evenly by the slots [default: the CPU's threads].
+    #[arg(long, allow_hyphen_values = true)]
+    pub threads: Option<usize>,
+    /// Largest estimated work of one request in operations (422 above) [default: 3e11].
+    #[arg(long, allow_hyphen_values = true)]
+    pub max_work: Option<f64>,
+    /// Largest estimated memory of one request in bytes (413 above) [default: 2147483648].
+    #[arg(long, allow_hyphen_values = true)]
+    pub max_request_memory: Option<usize>,
     /// Requests waiting for a compute slot; when full, 503 with Retry-After [default: 256].
     #[arg(long, allow_hyphen_values = true)]
     pub max_queue: Option<usize>,
@@ -50,23 +70,56 @@ fn positive(v: Option<usize>, flag: &str) -> Result<Option<usize>> {
     }
 }
 
-/// Runs `ctxprune serve` until SIGTERM or Ctrl-C, then finishes the requests in flight.
-pub fn run(a: ServeArgs) -> Result<()> {
+/// A duration flag in seconds, in (0, 86400].
+fn seconds(v: Option<f64>, flag: &str) -> Result<Option<Duration>> {
+    match v {
+        None => Ok(None),
+        Some(t) if t.is_finite() && t > 0.0 && t <= 86_400.0 => Ok(Some(Duration::from_secs_f64(t))),
+        Some(t) => Err(Error::invalid(
+            flag,
+            format!("must be in (0, 86400] seconds, got {t}"),
+        )),
+    }
+}
+
+/// The exit status when the grace period ended with requests unanswered.
+pub const EXIT_ABANDONED: u8 = 3;
+
+/// Runs `ctxprune serve` until SIGTERM or Ctrl-C, then gives the requests in flight the
+/// grace period: `Ok(true)` when every one was answered, `Ok(false)` when some were
+/// abandoned (the caller exits with [`EXIT_ABANDONED`]).
+pub fn run(a: ServeArgs) -> Result<bool> {
     let mut cfg = ServeConfig::default();
     if let Some(b) = positive(a.max_body_bytes, "--max-body-bytes")? {
         cfg.max_body_bytes = b;
     }
-    if let Some(t) = a.timeout {
-        if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {
-            return Err(Error::invalid(
-                "--timeout",
-                format!("must be in (0, 86400] seconds, got {t}"),
-            ));
+    for (v, flag, slot) in [
+        (a.timeout, "--timeout", &mut cfg.timeout),
+        (a.header_timeout, "--header-timeout", &mut cfg.header_timeout),
+        (a.body_timeout, "--body-timeout", &mut cfg.body_timeout),
+        (a.grace, "--grace", &mut cfg.grace),
+    ] {
+        if let Some(d) = seconds(v, flag)? {
+            *slot = d;
         }
-        cfg.timeout = Duration::from_secs_f64(t);
     }
     if let Some(c) = positive(a.max_concurrent, "--max-concurrent")? {
         cfg.max_concurrent = c;
+    }
+    if let Some(t) = positive(a.threads, "--threads")? {
+        cfg.threads = t;
+    }
+    if let Some(w) = a.max_work {
+        if !(w.is_finite() && w >= 1.0) {
+            return Err(Error::invalid(
+                "--max-work",
+                format!("must be a finite number of operations >= 1, got {w}"),
+            ));
+        }
+        cfg.max_work = w;
+    }
+    if let Some(m) = positive(a.max_request_memory, "--max-request-memory")? {
+        cfg.max_request_memory = m;
     }
     if let Some(q) = a.max_queue {
         cfg.max_queue = q;
@@ -97,7 +150,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .enable_all()
         .build()
         .map_err(|e| Error::invalid("serve", format!("cannot start the runtime: {e}")))?;
-    rt.block_on(async move {
+    let stopped = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| Error::invalid("--addr", format!("cannot listen on {addr}: {e}")))?;
@@ -107,5 +160,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
             serde_json::json!({"listening": bound.to_string(), "engine": opened.engine.describe()})
         );
         serve(listener, opened.engine, cfg, shutdown_signal()).await
-    })
+    })?;
+    // Nothing of the runtime is waited for: abandoned work was cancelled and runs on the
+    // compute slots' threads, which end with the process.
+    rt.shutdown_background();
+    eprintln!(
+        "{}",
+        serde_json::json!({
+            "stopped": true, "abandoned": stopped.abandoned,
+            "connections_closed": stopped.closed, "drain_ms": stopped.took.as_secs_f64() * 1e3,
+        })
+    );
+    Ok(stopped.abandoned == 0)
 }
