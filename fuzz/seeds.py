@@ -59,17 +59,23 @@ def bad(name):
         return f.read()
 
 
+_fresh = set()
+
+
 def write(target, name, data):
+    # A target's folder is emptied the first time this run writes it; the folders of
+    # targets whose seeds come from elsewhere (chat_prompt, qk_tensors) are left alone.
     d = os.path.join(CORPUS, target)
+    if target not in _fresh:
+        _fresh.add(target)
+        if os.path.isdir(d):
+            shutil.rmtree(d)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, name), "wb") as f:
         f.write(data if isinstance(data, bytes) else data.encode())
 
 
 def main():
-    if os.path.isdir(CORPUS):
-        shutil.rmtree(CORPUS)
-
     # npy: parse_embeddings (2-D floats) and parse_npy_f32 (any shape of floats).
     for n in ["pool.npy", "big.npy", "int.npy", "header_newlines.npy", "truncated.npy"]:
         write("npy", n, bad(n))
@@ -198,6 +204,26 @@ def main():
     resp("cohere_short", 4, {"results": [{"index": 3, "relevance_score": 0.5}]})
     resp("empty", 0, [])
     write("oracle_response", "scores", struct.pack("<H", 7) + bad("scores.json"))
+
+    # request_body: a `ctxprune serve` body as sent; json_reader: any JSON text.
+    import base64
+    b64 = base64.b64encode(struct.pack("<6f", 1, 2, 3, 4, 5, 6)).decode()
+    bodies = {
+        "select.json": {"method": "mmr", "k": 2, "lambda": 0.5, "query": [1, 0, 0],
+                        "embeddings": [[1, 0, 0], [0, 1, 0], [0.5, 0.5, 0]], "costs": [1, 2, 3],
+                        "retained": [0], "texts": ["a", "b", "c"]},
+        "base64.json": {"method": "dpp", "embeddings": {"base64": b64, "dtype": "f32", "shape": [2, 3]}},
+        "mask.json": {"messages": [{"role": "user", "content": "hi"}], "keep_errors": True},
+        "ragged.json": {"embeddings": [[1, 2], [3]]},
+    }
+    for name, body in bodies.items():
+        write("request_body", name, json.dumps(body))
+    write("request_body", "dup_nested.json", '{"embeddings": [[1]], "x": {"a": 1, "a": 2}}')
+    write("request_body", "deep.json", '{"q": ' + "[" * 130 + "]" * 130 + "}")
+    write("json_reader", "object.json", json.dumps(bodies["select.json"]))
+    write("json_reader", "dup.json", '{"a": [{"k": 1, "\\u006b": 2}]}')
+    write("json_reader", "bom.json", b"\xef\xbb\xbf[1, 2.5e-3, \"x\", null, true, {}]")
+    write("json_reader", "big_int.json", '[123456789012345678901234567890, -9223372036854775809]')
 
 
 if __name__ == "__main__":

@@ -491,3 +491,56 @@ fn every_error_is_json_with_one_status_per_class() {
         assert_eq!(st, 422, "{m} {p}: {e}");
     }
 }
+
+/// Class 2: neither work in flight nor a silent oracle upstream holds the process past
+/// its grace period after SIGTERM: both requests are abandoned (cancelled, their
+/// connections closed) and the exit status says so.
+#[test]
+fn sigterm_does_not_wait_for_long_work_or_a_silent_upstream() {
+    // An upstream that accepts and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let up = format!("http://{}/rerank", silent.local_addr().unwrap());
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        silent.set_nonblocking(true).unwrap();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(20) {
+            if let Ok((c, _)) = silent.accept() {
+                conns.push(c);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    let mut s = Cli::start(&["--timeout", "60", "--grace", "1", "--allow-oracle-urls"]);
+    let addr = s.addr;
+    let rows = super::serve::pool_rows(20, 4, 1);
+    let rerank = json!({"embeddings": rows, "query": rows[0], "budget": 3, "capacity": 2, "method": "single-stage",
+        "oracle_url": up, "oracle_timeout": 600, "texts": (0..20).map(|i| format!("doc {i}")).collect::<Vec<_>>(), "query_text": "q"});
+    let work = json!({"method": "coverage", "k": 5, "embeddings": base64_rows(40_000, 2)});
+    let clients: Vec<_> = [("/v1/rerank", rerank), ("/v1/select", work)]
+        .into_iter()
+        .map(|(path, body)| {
+            std::thread::spawn(move || {
+                let mut c = TcpStream::connect(addr).unwrap();
+                let b = body.to_string();
+                write!(
+                    c,
+                    "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n{b}",
+                    b.len()
+                )
+                .unwrap();
+                read_until_closed(&mut c, Duration::from_secs(10))
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    s.sigterm();
+    let (code, took) = s.wait_exit(Duration::from_secs(8));
+    assert_eq!(code, Some(3), "after {took:?}");
+    assert!(took < Duration::from_millis(2500), "{took:?}");
+    for c in clients {
+        let (out, closed) = c.join().unwrap();
+        assert!(closed && out.is_empty(), "{:?}", String::from_utf8_lossy(&out));
+    }
+    drop(held);
+}

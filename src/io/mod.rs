@@ -16,6 +16,7 @@
 //! order mark at the start of a JSON or JSON-lines file is skipped, as Python's
 //! `utf-8-sig` does.
 
+pub mod fields;
 pub mod json;
 mod npy;
 

@@ -1,12 +1,12 @@
 //! The endpoints' work, as plain functions of the shared state and the request body: the
 //! same contracts as the CLI (the same options by name, the same output objects).
 
-use super::body::Fields;
 use super::{ApiError, Reply, Shared};
 use crate::cancel::Cancel;
 use crate::cost::{self, FlopsOptions, ModelShape};
 use crate::error::Error;
 use crate::estimate::{self, Estimate};
+use crate::io::fields::Fields;
 use crate::mask::masker::{MaskConfig, Masker};
 use crate::mask::{Format, Trajectory};
 use crate::rerank::http::{HttpConfig, HttpOracle};

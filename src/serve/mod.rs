@@ -24,7 +24,6 @@
 //! `/metrics`.
 
 mod api;
-mod body;
 mod conn;
 mod metrics;
 pub mod openapi;
@@ -160,8 +159,8 @@ impl Shared {
     }
 
     /// A request body's fields, once the memory of reading them is admitted.
-    fn fields<'b>(&self, body: &'b [u8]) -> Result<body::Fields<'b>, ApiError> {
-        let f = body::Fields::parse(body)?;
+    fn fields<'b>(&self, body: &'b [u8]) -> Result<crate::io::fields::Fields<'b>, ApiError> {
+        let f = crate::io::fields::Fields::parse(body)?;
         self.admit("reading this body", crate::estimate::typed(f.body_scan()))?;
         Ok(f)
     }

@@ -37,12 +37,13 @@ fn ok(schema: Value) -> Value {
 fn responses(schema: Value, extra: &[&str]) -> Value {
     let mut r = json!({"200": ok(schema)});
     let err = |d: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
-    for code in ["400", "413", "422", "503", "504"].iter().chain(extra) {
+    for code in ["400", "408", "413", "422", "503", "504"].iter().chain(extra) {
         let d = match *code {
-            "400" => "The body is not a JSON object",
+            "400" => "The body is not one JSON object (not JSON, a key repeated anywhere, nesting past 128 levels)",
             "404" => "No pool of that name",
-            "413" => "The body (or the resident pools) would pass the server's cap",
-            "422" => "A value is out of range, a field unknown, or an option does not apply",
+            "408" => "The body did not arrive within the server's body timeout",
+            "413" => "The body, the resident pools, or the request's estimated memory would pass the server's cap",
+            "422" => "A value is out of range, a field unknown, an option does not apply, or the estimated work passes the server's cap",
             "502" => "The oracle upstream failed",
             "503" => "Every compute permit is taken (see Retry-After), or the device failed",
             _ => "The request passed the server's timeout",

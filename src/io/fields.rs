@@ -1,5 +1,6 @@
-//! Request bodies: one JSON object whose fields are read once each, with errors that name
-//! the field (and the element: `costs[3]`, `embeddings[2][7]`).
+//! Request bodies (`ctxprune serve`'s, and any service's built on the crate): one JSON
+//! object whose fields are read once each, with errors that name the field (and the
+//! element: `costs[3]`, `embeddings[2][7]`).
 //!
 //! The whole body is checked first by the crate's one JSON reader ([`crate::io::json`]):
 //! not JSON, a repeated key at any depth, or nesting past the limit is a 400 naming the
