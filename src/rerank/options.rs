@@ -93,6 +93,17 @@ impl<'a> RerankOptions<'a> {
         if self.graph_degree == Some(0) {
             return Err(Error::invalid("graph-degree", "must be at least 1"));
         }
+        // Probes are oracle calls: more than the budget cannot all be made, and cutting
+        // them down to it would change what was asked without a word.
+        if let Some(p) = self.prior_probes.filter(|&p| p > self.budget) {
+            return Err(Error::invalid(
+                "prior-probes",
+                format!(
+                    "{p} probe documents exceed the budget of {} oracle calls (prior-probes <= budget)",
+                    self.budget
+                ),
+            ));
+        }
         let prior = match self.prior.unwrap_or("mips") {
             "mips" => Prior::Mips,
             "zero" => Prior::Zero,
@@ -145,19 +156,14 @@ impl<'a> RerankOptions<'a> {
 }
 
 /// Token counts given as numbers (a JSON array, an .npy, a texts file's "tokens"): each a
-/// whole number >= 1; errors name `what` and the position.
+/// whole number in `1..=`[`crate::limits::MAX_TOKEN_COUNT`]; errors name `what`, the
+/// position and the reason ("is 4.611686018427388e18, above the largest accepted token
+/// count 9007199254740992", or "is 2.5, not a whole number >= 1").
 pub fn token_counts(v: &[f64], what: &str) -> Result<Vec<u64>> {
     v.iter()
         .enumerate()
         .map(|(i, &x)| {
-            if x.is_finite() && x >= 1.0 && x.fract() == 0.0 && x <= 9.0e15 {
-                Ok(x as u64)
-            } else {
-                Err(Error::invalid(
-                    what,
-                    format!("token count {i} is {x}, not a whole number >= 1"),
-                ))
-            }
+            crate::limits::token_count(x).map_err(|m| Error::invalid(what, format!("token count {i} {m}")))
         })
         .collect()
 }
