@@ -12,13 +12,17 @@ mod cli_bad_inputs;
 mod cli_cost;
 #[cfg(feature = "cli")]
 mod cli_mask;
+#[cfg(feature = "cli")]
+mod cli_paths;
 #[cfg(feature = "embed")]
 mod controller;
 mod cost;
+mod duplicates;
 #[cfg(feature = "embed")]
 mod embed;
 #[cfg(feature = "cuda-emu")]
 mod emulator;
+mod files;
 mod fuzz_regressions;
 #[cfg(feature = "http")]
 mod http;
@@ -33,6 +37,8 @@ mod rerank_beyond;
 mod scorers;
 #[cfg(feature = "serve")]
 mod serve;
+#[cfg(feature = "embed")]
+mod sizes;
 mod slow;
 
 use ctxprune::rng::Rng;
