@@ -16,6 +16,7 @@
 //! | [`MAX_TOKENS`] | 1,000,000,000 | a context length, sliding window or position count (`--n`, `max_position_embeddings`) |
 //! | [`MAX_WINDOWS`] | 100,000 | windows of a listwise reranking plan |
 //! | [`MAX_TOKEN_COUNT`] | 2^53 | the token count of one text or document (every such count is exact in an f64) |
+//! | [`MAX_EVAL_PROBLEMS`] | 100,000 | seeded problems of `ctxprune eval` (results are kept per problem; 10 take minutes) |
 //! | [`MAX_ALLOC_BYTES`] | 16 GiB | one buffer sized by counts from a file or a flag |
 //!
 //! And the most bytes one read of a file may take ([`crate::io::file`]): a file past its
@@ -46,6 +47,9 @@ pub const MAX_WINDOWS: usize = 100_000;
 /// The largest token count of one text, item or document: 2^53, the last integer an f64
 /// holds exactly (so sums of counts stay exact and finite).
 pub const MAX_TOKEN_COUNT: u64 = 1 << 53;
+/// The most seeded problems `ctxprune eval` runs (results are kept per problem and per
+/// cell; ten problems take minutes, so no honest run comes near).
+pub const MAX_EVAL_PROBLEMS: usize = 100_000;
 /// The most bytes one buffer sized by counts from a file or a flag may take.
 pub const MAX_ALLOC_BYTES: u64 = 16 << 30;
 

@@ -129,8 +129,7 @@ fn probe_trajectories_refuse_a_repeated_key() {
     let labels = ctxprune::probe::load_labels(&lp).unwrap();
     let counter = ctxprune::tokens::counter("approx").unwrap();
     let e = ctxprune::probe::build(d.path(), &lp, &labels, &Default::default(), counter.as_ref())
-        .err()
-        .expect("an error")
+        .unwrap_err()
         .to_string();
     assert!(
         e.starts_with(&d.path().join("a.json").display().to_string()),

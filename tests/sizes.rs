@@ -84,7 +84,7 @@ pub(crate) fn tiny_bert(
 }
 
 fn load_err(dir: &Path) -> String {
-    SentenceEncoder::load(dir).err().expect("an error").to_string()
+    SentenceEncoder::load(dir).unwrap_err().to_string()
 }
 
 /// Absurd layer counts (and other sizes) in an encoder's config.json are refused by name
@@ -226,6 +226,23 @@ mod cli {
                 "8",
             ],
             "bytes, above the 17179869184 bytes one buffer may take",
+        );
+    }
+
+    /// `--problems 10^12` aborted on an 8 TB allocation of per-problem results.
+    #[test]
+    fn eval_refuses_an_absurd_problem_count() {
+        refused(
+            &[
+                "eval",
+                "--problems",
+                "1000000000000",
+                "--budgets",
+                "10",
+                "--capacities",
+                "5",
+            ],
+            "invalid --problems: must be in 1..=100000, got 1000000000000",
         );
     }
 
