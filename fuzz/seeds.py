@@ -59,23 +59,25 @@ def bad(name):
         return f.read()
 
 
-_fresh = set()
+CLEARED = set()
 
 
 def write(target, name, data):
     # A target's folder is emptied the first time this run writes it; the folders of
     # targets whose seeds come from elsewhere (chat_prompt, qk_tensors) are left alone.
     d = os.path.join(CORPUS, target)
-    if target not in _fresh:
-        _fresh.add(target)
-        if os.path.isdir(d):
-            shutil.rmtree(d)
+    # Each target's corpus written here is rewritten whole; the corpora of targets this
+    # script does not write (chat_prompt, qk_tensors) are left as committed.
+    if target not in CLEARED:
+        shutil.rmtree(d, ignore_errors=True)
+        CLEARED.add(target)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, name), "wb") as f:
         f.write(data if isinstance(data, bytes) else data.encode())
 
 
 def main():
+
     # npy: parse_embeddings (2-D floats) and parse_npy_f32 (any shape of floats).
     for n in ["pool.npy", "big.npy", "int.npy", "header_newlines.npy", "truncated.npy"]:
         write("npy", n, bad(n))
@@ -224,6 +226,103 @@ def main():
     write("json_reader", "dup.json", '{"a": [{"k": 1, "\\u006b": 2}]}')
     write("json_reader", "bom.json", b"\xef\xbb\xbf[1, 2.5e-3, \"x\", null, true, {}]")
     write("json_reader", "big_int.json", '[123456789012345678901234567890, -9223372036854775809]')
+    inputs_of_issue_23()
+
+
+def inputs_of_issue_23():
+    """Seeds of the attention, probe and pipeline targets: good files, and the hostile
+    shapes the issue found (a repeated key, sizes past the bounds, masses near f64::MAX)."""
+    data = os.path.join(HERE, "..", "tests", "data")
+
+    # segmentation: the JSON of `attention segment`.
+    spans = [{"start": 0, "end": 4, "turn": 0, "role": "system"},
+             {"start": 4, "end": 8, "turn": 0, "role": "user"},
+             {"start": 9, "end": 14, "turn": 0, "role": "reasoning"},
+             {"start": 14, "end": 16, "turn": 0, "role": "tool_call"},
+             {"start": 17, "end": 30, "turn": 1, "role": "observation"},
+             {"start": 31, "end": 36, "turn": 1, "role": "reasoning"}]
+    seg = {"n_tokens": 40, "turns": 2, "steps": [10, 32], "spans": spans}
+    write("segmentation", "two_turns.json", json.dumps(seg))
+    write("segmentation", "pretty.json", json.dumps(seg, indent=1))
+    write("segmentation", "dup_role.json", json.dumps(seg).replace('"role": "system"', '"role": "user", "role": "system"', 1))
+    write("segmentation", "turns_past_spans.json", json.dumps(dict(seg, turns=10 ** 15, spans=spans[:1] + [
+        {"start": 36, "end": 40, "turn": 10 ** 15 - 1, "role": "reasoning"}], steps=[37])))
+    write("segmentation", "step_outside.json", json.dumps(dict(seg, steps=[5])))
+
+    # mass_json: the JSON of `attention mass --json` (`attention decay` reads them).
+    def step(pos, turn, turns):
+        s = [[0.0] * 5 for _ in range(turns)]
+        for k in range(turn + 1):
+            s[k][2] = 0.5 / (turn + 1)
+            s[k][4] = 0.4 / (turn + 1)
+        return {"pos": pos, "turn": turn, "s": s, "unassigned": 0.1, "spans": [0.5, 0.4]}
+
+    turns = 7
+    mass = {"turns": turns, "layers": 1, "heads": 2, "backend": "cpu",
+            "steps": [step(10 * t + 5, t, turns) for t in range(turns)]}
+    write("mass_json", "seven_turns.json", json.dumps(mass))
+    huge = json.loads(json.dumps(mass))
+    huge["steps"][6]["s"][0][2] = 1e308
+    huge["steps"][6]["s"][1][2] = 1e308
+    write("mass_json", "near_max.json", json.dumps(huge))
+    write("mass_json", "dup_turn.json", json.dumps(mass).replace('"turn": 3', '"turn": 0, "turn": 3', 1))
+    write("mass_json", "short_rows.json", json.dumps(dict(mass, turns=9)))
+
+    # probe_labels: labels.jsonl.
+    with open(os.path.join(data, "probe", "queries", "labels.jsonl"), "rb") as f:
+        write("probe_labels", "queries.jsonl", f.read())
+    write("probe_labels", "urls.jsonl", jl([
+        {"id": "a", "trajectory": "a.json", "rescued": True, "gold": ["https://X.com/1#f"], "cited": None},
+        {"id": "b", "trajectory": "sub/b.json", "rescued": False, "cited": ["http://y.org/p?q=1"]}]))
+    write("probe_labels", "dup_rescued.jsonl",
+          b'{"id": "a", "trajectory": "a.json", "rescued": true, "rescued": false}\n')
+
+    # probe_trajectory: No-CM trajectories in both formats.
+    for name in ["openai_small.json", "anthropic_small.json"]:
+        with open(os.path.join(data, "probe", name), "rb") as f:
+            write("probe_trajectory", name, f.read())
+    with open(os.path.join(data, "probe", "queries", "q03.json"), "rb") as f:
+        q03 = f.read()
+    write("probe_trajectory", "q03.json", q03)
+    write("probe_trajectory", "dup_content.json", q03.replace(b'"content":', b'"content": 1, "content":', 1))
+
+    # run_log: the logged research run of `ctxprune pipeline` (tests/pipeline_replay.rs).
+    run = [
+        {"type": "query", "text": "why do batteries fail", "embedding": [1, 2, 3, 4]},
+        {"type": "subquery", "id": "s1", "parent": None, "depth": 0, "text": "anode", "tokens": 10,
+         "embedding": [1, 0, 0, 0]},
+        {"type": "item", "subquery": "s1", "text": "dendrites", "tokens": 100, "embedding": [1, 0, 0, 0]},
+        {"type": "item", "subquery": "s1", "text": "resistance", "tokens": 60, "embedding": [0, 1, 0, 0]},
+        {"type": "subquery", "id": "s1.1", "parent": "s1", "depth": 1, "text": "anode resistance",
+         "tokens": 6, "embedding": [0, 1, 0, 0]},
+        {"type": "item", "subquery": "s1.1", "text": "again", "tokens": 70, "embedding": [0, 1, 0, 0]},
+        {"type": "subquery", "id": "s2", "parent": None, "depth": 0, "text": "cathode", "tokens": 12,
+         "embedding": [0, 0, 1, 0]},
+        {"type": "item", "subquery": "s2", "text": "coatings", "tokens": 50, "embedding": [0, 0, 0, 1]},
+    ]
+    write("run_log", "tree.jsonl", jl(run))
+    write("run_log", "huge_tokens.jsonl", jl(run).replace(b'"tokens": 60', b'"tokens": 1e308', 1))
+    write("run_log", "dup_tokens.jsonl", jl(run).replace(b'"tokens": 100', b'"tokens": 100, "tokens": 1', 1))
+    write("run_log", "cycle.jsonl", jl(run).replace(b'"parent": null, "depth": 0, "text": "anode"',
+                                                    b'"parent": "s1.1", "depth": 0, "text": "anode"', 1))
+
+    # stages_toml: the per-stage policies of `ctxprune pipeline`.
+    write("stages_toml", "three.toml", "max_nodes = 32\n\n[pre_retrieval]\npolicy = \"scorer\"\nmethod = \"grn\"\n"
+          "mode = \"gate\"\nthreshold = 0.5\n\n[post_retrieval]\npolicy = \"scorer\"\nmethod = \"mmr\"\nk = 4\n"
+          "lambda = 0.35\n\n[pre_synthesis]\npolicy = \"scorer\"\nmethod = \"dpp\"\nk = 3\n")
+    write("stages_toml", "off.toml", "[pre_retrieval]\npolicy = \"off\"\n")
+    write("stages_toml", "dup.toml", "[post_retrieval]\npolicy = \"scorer\"\nmethod = \"grn\"\nmethod = \"mmr\"\n")
+    write("stages_toml", "controller.toml", "[pre_retrieval]\npolicy = \"controller\"\nweights = \"/dev/zero\"\n")
+
+    # decisions: the decisions log of `ctxprune pipeline train`.
+    rows = [{"run": "r%d" % (i % 3), "depth": i % 2, "order": i % 4, "retained": i,
+             "state_embedding": [0.1 * i, 0.5], "candidate_embedding": [0.3, -0.2 * i], "keep": i % 2 == 0,
+             "utility": 0.1 * i} for i in range(6)]
+    write("decisions", "six.jsonl", jl(rows))
+    write("decisions", "texts.jsonl", jl([{"run": "r1", "depth": 1, "order": 0, "query": "q",
+                                           "retained_texts": ["a"], "candidate": "c", "keep": True}]))
+    write("decisions", "dup_keep.jsonl", jl(rows[:2]).replace(b'"keep": true', b'"keep": true, "keep": false', 1))
+    write("decisions", "ragged.jsonl", jl([rows[0], dict(rows[1], candidate_embedding=[1, 2, 3])]))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   exit 2
 fi
 
-all_targets=(npy safetensors jsonl messages_openai messages_anthropic config_json oracle_response chat_prompt qk_tensors request_body json_reader)
+all_targets=(npy safetensors jsonl messages_openai messages_anthropic config_json oracle_response chat_prompt qk_tensors segmentation mass_json probe_labels probe_trajectory run_log stages_toml decisions request_body json_reader)
 if [ $# -gt 0 ]; then
   targets=("$@")
 else

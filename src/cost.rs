@@ -5,32 +5,8 @@
 use crate::error::{Error, Result};
 use std::path::Path;
 
-/// The largest number of layers a shape may have (`--layers`, `num_hidden_layers`). No
-/// real model comes near (the deepest have a few hundred); a larger value is refused, not
-/// clamped.
-pub const MAX_LAYERS: usize = 100_000;
-/// The largest hidden size, FFN size, head count or active-expert count (real models stay
-/// below 100,000).
-pub const MAX_WIDTH: usize = 1_000_000;
-/// The largest context length or sliding window, in tokens (real models stay below
-/// 10,000,000).
-pub const MAX_TOKENS: usize = 1_000_000_000;
-/// The most windows a listwise plan may have (a depth of 1,000 with stride 10 needs 99).
-pub const MAX_WINDOWS: usize = 100_000;
-
-/// `v` when it is in `1..=max`, else why not; the caller names the flag or field.
-fn in_range(v: u64, max: usize) -> std::result::Result<usize, String> {
-    usize::try_from(v)
-        .ok()
-        .filter(|x| (1..=max).contains(x))
-        .ok_or_else(|| format!("must be in 1..={max}, got {v}"))
-}
-
-/// [`in_range`] for the argument `name`.
-fn size(name: &str, v: usize, max: usize) -> Result<usize> {
-    // usize is at most 64 bits on every supported target, so the widening is exact.
-    in_range(v as u64, max).map_err(|m| Error::invalid(name, m))
-}
+use crate::limits::{check as in_range, size};
+pub use crate::limits::{MAX_LAYERS, MAX_TOKENS, MAX_WIDTH, MAX_WINDOWS};
 
 /// `v` for a message: plain decimals for ordinary magnitudes, else scientific notation
 /// (Rust prints 1e308 with 309 digits).
@@ -155,36 +131,6 @@ pub struct Flops {
     pub total: f64,
 }
 
-/// A JSON object's members; a repeated key is an error (serde_json's `Map` would keep the
-/// last value and silently drop the others).
-struct Members(serde_json::Map<String, serde_json::Value>);
-
-impl<'de> serde::Deserialize<'de> for Members {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Members;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> std::result::Result<Members, A::Error> {
-                let mut out = serde_json::Map::new();
-                while let Some((k, v)) = m.next_entry::<String, serde_json::Value>()? {
-                    if out.contains_key(&k) {
-                        return Err(serde::de::Error::custom(format!("duplicate key \"{k}\"")));
-                    }
-                    out.insert(k, v);
-                }
-                Ok(Members(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
 /// At most 60 characters of a JSON value, for an error message.
 fn shown(v: &serde_json::Value) -> String {
     let s = v.to_string();
@@ -217,9 +163,8 @@ impl ModelShape {
 
     /// Reads a HuggingFace `config.json` with [`ModelShape::from_json`].
     pub fn from_config(path: &Path) -> Result<Self> {
-        let bytes = crate::io::read_file(path)?;
-        let text = std::str::from_utf8(&bytes).map_err(|e| Error::format(path, format!("not UTF-8: {e}")))?;
-        Self::from_json(text, path)
+        let text = crate::io::file::read_text(path, crate::limits::CONFIG_FILE_BYTES)?;
+        Self::from_json(&text, path)
     }
 
     /// Parses the text of a HuggingFace `config.json` (`path` names it in errors; a leading
@@ -238,7 +183,13 @@ impl ModelShape {
     pub fn from_json(text: &str, path: &Path) -> Result<Self> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let bad = |msg: String| Error::format(path, msg);
-        let Members(obj) = serde_json::from_str(text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+        let doc = crate::io::json::value_str(text).map_err(|e| bad(format!("invalid JSON: {e}")))?;
+        let serde_json::Value::Object(obj) = doc else {
+            return Err(bad(format!(
+                "expected a JSON object, got {}",
+                crate::io::json_type(&doc)
+            )));
+        };
         let get = |k: &str| obj.get(k).filter(|x| !x.is_null());
         let int = |k: &str, max: usize| -> Result<Option<usize>> {
             let Some(x) = get(k) else { return Ok(None) };

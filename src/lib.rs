@@ -18,7 +18,8 @@
 //!   [`select::Selector`] checked once.
 //! - [`select::judge`]: the `Judge` trait for caller value models (an LLM judge) and the
 //!   paper's learned pre-retrieval controller (two-head MLP, safetensors weights).
-//! - [`controller`] (feature `embed`): the learned controller as a candle-nn module,
+//! - [`controller`]: the learned controller as a candle-nn module (feature `embed`; the
+//!   decisions log's parser is always built),
 //!   trained with AdamW on logged decisions (`decisions.jsonl`), saved as one safetensors
 //!   file with its feature layout that [`select::judge::LearnedController`] also reads.
 //! - [`pipeline`]: the stage-aware driver of Algorithm 1 with per-stage policies and the
@@ -32,7 +33,9 @@
 //! - [`mask`]: observation masking of agent trajectories in OpenAI and Anthropic message
 //!   formats, with token accounting ([`tokens`]: tiktoken encodings and an approximation);
 //!   a shared `Masker` and one `MaskSession` per conversation.
-//! - [`io`]: `.npy`, safetensors and JSON-lines loaders with errors that name the row.
+//! - [`io`]: `.npy`, safetensors and JSON-lines loaders with errors that name the row; the
+//!   one file-open contract ([`io::file`]) and the one JSON reader ([`io::json`]).
+//! - [`limits`]: the one size guard, every bound on a count or a file in one table.
 //! - [`demo`]: the built-in seeded data and `ctxprune demo`; [`gpu_check`]: `ctxprune
 //!   gpu-check`.
 //!
@@ -75,7 +78,6 @@
 pub mod attention;
 pub mod backend;
 pub mod cancel;
-#[cfg(feature = "embed")]
 pub mod controller;
 pub mod cost;
 pub mod demo;
@@ -86,6 +88,7 @@ pub mod error;
 pub mod estimate;
 pub mod gpu_check;
 pub mod io;
+pub mod limits;
 pub mod mask;
 pub mod pipeline;
 pub mod plot;

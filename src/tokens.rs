@@ -38,20 +38,31 @@ pub struct HfTokenizer {
 }
 
 impl HfTokenizer {
-    /// Loads `path` (a regular file: [`crate::io::read_file`]).
+    /// Loads `path` ([`load_tokenizer`]).
     pub fn load(path: &std::path::Path) -> Result<Self> {
-        let bytes = crate::io::read_file(path)?;
-        let tk = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
-            Error::format(
-                path,
-                format!(
-                    "not a usable tokenizer.json: {}",
-                    crate::error::flatten_lines(&e.to_string())
-                ),
-            )
-        })?;
-        Ok(HfTokenizer { tk })
+        Ok(HfTokenizer {
+            tk: load_tokenizer(path)?,
+        })
     }
+}
+
+/// A HuggingFace `tokenizer.json`, the one way the crate reads one: through the file
+/// contract ([`crate::io::file`], [`crate::limits::CONFIG_FILE_BYTES`]), its JSON checked by
+/// the one JSON reader (a repeated key, which the tokenizers crate would resolve silently,
+/// is an error naming it), then built. Errors name the file.
+pub fn load_tokenizer(path: &std::path::Path) -> Result<tokenizers::Tokenizer> {
+    let bytes = crate::io::file::read(path, crate::limits::CONFIG_FILE_BYTES)?;
+    crate::io::json::scan(&bytes).map_err(|e| Error::format(path, format!("invalid JSON: {e}")))?;
+    let body = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+    tokenizers::Tokenizer::from_bytes(body).map_err(|e| {
+        Error::format(
+            path,
+            format!(
+                "not a usable tokenizer.json: {}",
+                crate::error::flatten_lines(&e.to_string())
+            ),
+        )
+    })
 }
 
 impl TokenCounter for HfTokenizer {

@@ -336,7 +336,7 @@ fn mismatched_inputs_are_errors_not_panics() {
 
 /// Writes `layers.{l}.q` / `layers.{l}.k` with full-length Q (every position) in `dtype`,
 /// 3-D or 2-D; returns the f32 values the file holds (after rounding to the dtype).
-fn write_tensors(
+pub(crate) fn write_tensors(
     path: &std::path::Path,
     n: usize,
     layers: &[u64],

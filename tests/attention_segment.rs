@@ -17,7 +17,7 @@ const TOKENIZER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/attenti
 /// System (quoting the tool-call tags, as Qwen's tool prompt does), user, assistant
 /// (think + call), user with two tool responses (Qwen3), assistant (think + a sentence +
 /// call), an old-style tool message, and the generation prompt of the next step.
-const PROMPT: &str = concat!(
+pub(crate) const PROMPT: &str = concat!(
     "<|im_start|>system\nYou are a helpful agent. Call tools within <tool_call></tool_call> tags.<|im_end|>\n",
     "<|im_start|>user\nFind the capital of France.<|im_end|>\n",
     "<|im_start|>assistant\n<think>\nI should search.\n</think>\n\n<tool_call>\n{\"name\": \"search\"}\n</tool_call><|im_end|>\n",

@@ -287,7 +287,7 @@ fn config_errors_name_the_file_and_the_field() {
     // Not an object, not JSON, deeply nested: errors, never a panic or a stack overflow.
     let e = err(ModelShape::from_json("[1, 2]", p));
     assert!(
-        e.contains("dir/config.json: invalid JSON: invalid type: sequence, expected a JSON object"),
+        e.contains("dir/config.json: expected a JSON object, got an array"),
         "{e}"
     );
     // A repeated key is an error, not the last value silently winning.

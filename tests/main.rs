@@ -12,13 +12,17 @@ mod cli_bad_inputs;
 mod cli_cost;
 #[cfg(feature = "cli")]
 mod cli_mask;
+#[cfg(feature = "cli")]
+mod cli_paths;
 #[cfg(feature = "embed")]
 mod controller;
 mod cost;
+mod duplicates;
 #[cfg(feature = "embed")]
 mod embed;
 #[cfg(feature = "cuda-emu")]
 mod emulator;
+mod files;
 mod fuzz_regressions;
 #[cfg(feature = "http")]
 mod http;
@@ -35,6 +39,8 @@ mod scorers;
 mod serve;
 #[cfg(feature = "serve")]
 mod serve_hostile;
+#[cfg(feature = "embed")]
+mod sizes;
 mod slow;
 
 use ctxprune::rng::Rng;

@@ -138,8 +138,8 @@ impl Segmentation {
 
     /// Checks the invariants of the type (for one read from JSON).
     pub fn check(&self) -> Result<()> {
-        // Every turn holds a span (turns = the last span's turn + 1): a count from a file
-        // sizes per-step matrices, so it is bounded by what the spans say.
+        // turns = the last span's turn + 1, and no more turns than spans: a count from a
+        // file sizes per-step matrices, so it is bounded by what the spans say.
         let want_turns = self.spans.iter().map(|s| s.turn + 1).max().unwrap_or(1);
         if self.turns != want_turns {
             return Err(Error::invalid(
@@ -147,6 +147,16 @@ impl Segmentation {
                 format!(
                     "{} but the spans' turns say {want_turns} (the last span's turn + 1)",
                     self.turns
+                ),
+            ));
+        }
+        if self.turns > self.spans.len().max(1) {
+            return Err(Error::invalid(
+                "turns",
+                format!(
+                    "{} turns but only {} spans (every turn holds at least one span)",
+                    self.turns,
+                    self.spans.len()
                 ),
             ));
         }
@@ -207,11 +217,12 @@ impl Segmentation {
         self.steps.get(r).and_then(|&t| self.span_at(t)).map(|s| s.turn)
     }
 
-    /// Reads the JSON form; errors name the file and the field.
+    /// Reads the JSON form (through the one JSON reader: a repeated key is an error naming
+    /// it); errors name the file and the field.
     pub fn from_json(text: &str, path: &std::path::Path) -> Result<Self> {
-        let s: Segmentation = serde_json::from_str(text).map_err(|e| Error::Format {
+        let s: Segmentation = crate::io::json::from_str(text).map_err(|e| Error::Format {
             path: path.to_path_buf(),
-            msg: e.to_string(),
+            msg: e,
         })?;
         s.check().map_err(|e| Error::Format {
             path: path.to_path_buf(),
@@ -420,9 +431,12 @@ pub struct Mass {
 
 impl Mass {
     /// Checks what [`figures`] relies on (for a mass read from JSON): every step's turn is
-    /// below `turns`, it has `turns` rows, and every value is finite and non-negative.
-    /// Errors name the step and field.
+    /// below `turns`, it has `turns` rows, and every value is a share of the step's
+    /// attention, in `[0, 1]` (so no sum over steps can overflow). Errors name the step,
+    /// the field and the value.
     pub fn check(&self) -> Result<()> {
+        // A share computed in floating point may pass 1 by rounding, never by more.
+        const MAX_SHARE: f64 = 1.0 + 1e-6;
         for (r, st) in self.steps.iter().enumerate() {
             let bad = |field: &str, msg: String| Err(Error::invalid(format!("steps[{r}].{field}"), msg));
             if st.turn >= self.turns {
@@ -431,12 +445,18 @@ impl Mass {
             if st.s.len() != self.turns {
                 return bad("s", format!("{} rows but turns = {}", st.s.len(), self.turns));
             }
-            let ok = |v: f64| v.is_finite() && v >= 0.0;
-            if let Some(k) = st.s.iter().position(|row| !row.iter().all(|&v| ok(v))) {
-                return bad("s", format!("row {k} has a negative or non-finite value"));
+            let ok = |v: f64| v.is_finite() && (0.0..=MAX_SHARE).contains(&v);
+            let share = "a share of one step's attention is a number in [0, 1]";
+            for (k, row) in st.s.iter().enumerate() {
+                if let Some(v) = row.iter().find(|&&v| !ok(v)) {
+                    return bad("s", format!("row {k} holds {v:e}; {share}"));
+                }
             }
-            if !ok(st.unassigned) || !st.spans.iter().all(|&v| ok(v)) {
-                return bad("spans", "a negative or non-finite value".into());
+            if !ok(st.unassigned) {
+                return bad("unassigned", format!("is {:e}; {share}", st.unassigned));
+            }
+            if let Some((i, v)) = st.spans.iter().enumerate().find(|(_, &v)| !ok(v)) {
+                return bad("spans", format!("element {i} is {v:e}; {share}"));
             }
         }
         Ok(())
@@ -470,8 +490,12 @@ pub fn mass(engine: &Engine, qk: &Qk, seg: &Segmentation) -> Result<Mass> {
             ),
         ));
     }
-    let piece = pieces(seg, n_keys);
     let np = seg.spans.len() + 1;
+    // Per step: the span sums and the turn x role matrix, bounded before they are made.
+    let r = qk.steps.len();
+    crate::limits::bytes("steps", &[("steps", r), ("spans + 1", np)], 8)?;
+    crate::limits::bytes("turns", &[("steps", r), ("turns", seg.turns), ("roles", 5)], 8)?;
+    let piece = pieces(seg, n_keys);
     let sums = engine.attention_mass(qk, &piece, np)?;
     let steps = (0..qk.steps.len())
         .map(|r| {
@@ -524,7 +548,24 @@ pub fn synthetic(
     turns: usize,
     seed: u64,
 ) -> Result<(Qk, Segmentation)> {
-    if turns == 0 || n < 16 * turns {
+    use crate::limits::{size, MAX_LAYERS, MAX_TOKENS, MAX_WIDTH};
+    size("n", n, MAX_TOKENS)?;
+    size("layers", layers, MAX_LAYERS)?;
+    size("heads", heads, MAX_WIDTH)?;
+    size("kv_heads", kv_heads, MAX_WIDTH)?;
+    size("head_dim", head_dim, MAX_WIDTH)?;
+    // The queries and keys of every layer are at most this many f32s.
+    crate::limits::bytes(
+        "synthetic",
+        &[
+            ("layers", layers),
+            ("n", n),
+            ("heads + kv_heads", heads + kv_heads),
+            ("head_dim", head_dim),
+        ],
+        4,
+    )?;
+    if turns == 0 || n / 16 < turns {
         return Err(Error::invalid(
             "synthetic",
             format!("{n} tokens cannot hold {turns} turns of at least 16 tokens"),

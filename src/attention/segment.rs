@@ -419,19 +419,11 @@ pub fn segment(prompt: &str, t: &Template, tokenizer: &tokenizers::Tokenizer) ->
     segment_offsets(prompt, t, enc.get_offsets())
 }
 
-/// A HuggingFace `tokenizer.json` (a regular file, [`crate::io::read_file`]); errors name
-/// the file ([`Error::Io`], or [`Error::Format`] when it is not a tokenizer).
+/// A HuggingFace `tokenizer.json` ([`crate::tokens::load_tokenizer`]: the file contract
+/// and the one JSON reader); errors name the file ([`Error::Io`], or [`Error::Format`]
+/// when it is not a tokenizer).
 pub fn load_tokenizer(path: &Path) -> Result<tokenizers::Tokenizer> {
-    let bytes = crate::io::read_file(path)?;
-    tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
-        Error::format(
-            path,
-            format!(
-                "not a usable tokenizer.json: {}",
-                crate::error::flatten_lines(&e.to_string())
-            ),
-        )
-    })
+    crate::tokens::load_tokenizer(path)
 }
 
 /// 1-based line of byte `at`.

@@ -6,14 +6,19 @@
 //! `[N, G·d]` with the head dimension given (`head_dim`, or the file's `__metadata__`
 //! entry `"head_dim"`). `N` is the rendered prompt's length in tokens; `H` must be a
 //! multiple of `G` (grouped-query attention). Types F32, F16 or BF16, read as f32. Any
-//! other tensor name is an error naming it.
+//! other tensor name is an error naming it, and so are two names for one tensor
+//! (`layers.01.q` beside `layers.1.q`). The header is read by the one JSON reader (a
+//! repeated key is an error).
 //!
 //! Only what the analysis reads is read: the query rows at the steps and the keys up to the
 //! last step, by seeking in the file (a 32k-token dump of 8 layers is gigabytes; this
-//! reads the keys and 50 query rows).
+//! reads the keys and 50 query rows). The file is opened through the file contract
+//! ([`crate::io::file`]: a FIFO or a device is refused by what it is), and every read is
+//! bounded by [`crate::limits::MAX_ALLOC_BYTES`].
 
 use super::{Qk, QkLayer};
 use crate::error::{Error, Result};
+use crate::io::safetensors_header;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -38,6 +43,7 @@ impl Dtype {
 
 #[derive(Clone, Debug)]
 struct Entry {
+    name: String,
     dtype: Dtype,
     shape: Vec<usize>,
     begin: u64,
@@ -79,25 +85,18 @@ impl TensorFile {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = File::open(path).map_err(io)?;
-        let file_len = file.metadata().map_err(io)?.len();
+        let (mut file, file_len) = crate::io::file::open(path, crate::limits::PARTS_FILE_BYTES)?;
         let mut len8 = [0u8; 8];
         file.read_exact(&mut len8)
             .map_err(|_| fmt("shorter than a safetensors header (8 bytes)".into()))?;
-        let hlen = u64::from_le_bytes(len8);
-        if hlen > 100 << 20 || 8 + hlen > file_len {
-            return Err(fmt(format!(
-                "header length {hlen} does not fit the file ({file_len} bytes)"
-            )));
-        }
-        let mut header = vec![0u8; hlen as usize];
+        let range = safetensors_header::header_range(path, len8, file_len)?;
+        let mut header = vec![0u8; range.len()];
         file.read_exact(&mut header).map_err(io)?;
-        let header: Value =
-            serde_json::from_slice(&header).map_err(|e| fmt(format!("header is not JSON: {e}")))?;
+        let header = safetensors_header::parse(path, &header)?;
         let obj = header
             .as_object()
             .ok_or_else(|| fmt("header is not a JSON object".into()))?;
-        let data_start = 8 + hlen;
+        let data_start = range.end as u64;
         let data_len = file_len - data_start;
         let mut entries = BTreeMap::new();
         let mut meta_dim = None;
@@ -148,9 +147,17 @@ impl TensorFile {
                     "tensor '{name}': data_offsets {offs:?} do not hold shape {shape:?} of {dtype:?} within {data_len} data bytes"
                 )));
             }
+            if let Some(other) = entries.get(&key) {
+                let other: &Entry = other;
+                return Err(fmt(format!(
+                    "tensors '{}' and '{name}' name the same layer and kind: one name per tensor",
+                    other.name
+                )));
+            }
             entries.insert(
                 key,
                 Entry {
+                    name: name.clone(),
                     dtype,
                     shape,
                     begin: offs[0],
@@ -200,9 +207,18 @@ impl TensorFile {
         }
         let nk = steps.last().map_or(0, |&t| t + 1);
         let layers = self.layout.layers.clone();
+        // What is read, in all (every layer's query rows and keys, as f32), within the one
+        // byte budget of a buffer sized from a file.
+        let qw = heads * head_dim;
+        let rows = steps
+            .len()
+            .checked_mul(qw)
+            .and_then(|q| nk.checked_mul(kv_heads * head_dim).and_then(|k| q.checked_add(k)))
+            .unwrap_or(usize::MAX);
+        crate::limits::bytes_of(&[("layers", layers.len()), ("values per layer", rows)], 4)
+            .map_err(|m| Error::format(&self.path, format!("the query rows and keys to read: {m}")))?;
         let mut out = Vec::with_capacity(layers.len());
         for l in layers {
-            let qw = heads * head_dim;
             let mut q = Vec::with_capacity(steps.len() * qw);
             for &t in steps {
                 q.extend(self.rows(l, true, t, 1, qw)?);
@@ -220,7 +236,11 @@ impl TensorFile {
     fn rows(&mut self, l: u64, is_q: bool, from: usize, count: usize, width: usize) -> Result<Vec<f32>> {
         let e = &self.entries[&(l, is_q)];
         let es = e.dtype.size();
-        let mut bytes = vec![0u8; count * width * es];
+        // Within the tensor's checked extent, so within the file; still bounded, as every
+        // buffer sized from a file is.
+        let len = crate::limits::bytes_of(&[("rows", count), ("width", width)], es)
+            .map_err(|m| Error::format(&self.path, format!("{}: reading {m}", e.name)))?;
+        let mut bytes: Vec<u8> = crate::limits::zeroed(len, &e.name)?;
         let at = self.data_start + e.begin + (from * width * es) as u64;
         let io = |source| Error::Io {
             path: self.path.clone(),

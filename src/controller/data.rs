@@ -57,7 +57,11 @@ impl Decision {
 
 /// Reads a decisions log (see [`parse_decisions`]).
 pub fn load_decisions(path: &Path, encoder: Option<Encoder<'_>>) -> Result<Vec<Decision>> {
-    parse_decisions(path, &crate::io::read_file(path)?, encoder)
+    parse_decisions(
+        path,
+        &crate::io::file::read(path, crate::limits::TEXT_FILE_BYTES)?,
+        encoder,
+    )
 }
 
 /// Parses a decisions log held in memory; `source` names it in errors, which also name
@@ -105,7 +109,7 @@ fn parse_line(source: &Path, ln: usize, line: &str, encoder: Option<Encoder<'_>>
         };
         Error::format(source, format!("line {ln}: {f}{m}"))
     };
-    let v: Value = serde_json::from_str(line).map_err(|e| at("", format!("invalid JSON: {e}")))?;
+    let v = crate::io::json::value_str(line).map_err(|e| at("", format!("invalid JSON: {e}")))?;
     let Value::Object(o) = &v else {
         return Err(at(
             "",

@@ -16,7 +16,8 @@
 //!
 //! ## `decisions.jsonl`
 //!
-//! One logged decision per line (blank lines skipped, unknown fields ignored):
+//! One logged decision per line (blank lines skipped; a field not listed here, or a key
+//! given twice, is an error naming it and the line):
 //!
 //! ```text
 //! {"run":"r1","depth":1,"order":0,"retained":3,"state_embedding":[...],"candidate_embedding":[...],"keep":true,"utility":0.7}
@@ -82,17 +83,21 @@
 //! [`LearnedController::features`]: crate::select::judge::LearnedController::features
 
 mod data;
+#[cfg(feature = "embed")]
 mod model;
+#[cfg(feature = "embed")]
 mod train;
 
 pub use data::{load_decisions, parse_decisions, split_by_run, Decision, Encoder, Split};
+#[cfg(feature = "embed")]
 pub use model::{ControllerModel, ModelInfo, Prediction};
+#[cfg(feature = "embed")]
 pub use train::{evaluate, train, Metrics, TrainConfig, TrainReport, Trained};
-
-use crate::error::{flatten_lines, Error};
 
 /// A candle error as the crate's: candle reports shape and dtype mistakes, which here
 /// come from the inputs.
-pub(crate) fn candle_error(e: candle_core::Error) -> Error {
+#[cfg(feature = "embed")]
+pub(crate) fn candle_error(e: candle_core::Error) -> crate::error::Error {
+    use crate::error::{flatten_lines, Error};
     Error::invalid("controller (candle)", flatten_lines(&e.to_string()))
 }

@@ -184,7 +184,7 @@ impl ControllerModel {
     /// Loads a controller file (layout in [`LearnedController`]'s docs; the
     /// [`crate::controller`] module describes the metadata).
     pub fn load(path: &Path) -> Result<Self> {
-        Self::from_safetensors(&crate::io::read_file(path)?, path)
+        Self::from_safetensors(&crate::io::safetensors_header::read(path)?, path)
     }
 
     /// Parses a controller held in memory; `path` names it in errors. The file is read
@@ -192,6 +192,8 @@ impl ControllerModel {
     /// same files), then moved onto candle. Without `input.mean` / `input.std` the
     /// features are used as they are; without metadata `tau` is 0.5.
     pub fn from_safetensors(bytes: &[u8], path: &Path) -> Result<Self> {
+        // The header through the one JSON reader first: a tensor named twice is an error.
+        crate::io::safetensors_header::check(path, bytes)?;
         Self::from_learned(&LearnedController::from_safetensors(bytes, path)?)
             .map_err(|e| Error::format(path, e.to_string()))
     }

@@ -39,6 +39,17 @@ pub struct TrainConfig {
     pub encoder: String,
 }
 
+impl TrainConfig {
+    /// Checks the settings that do not need the decisions (every width within
+    /// [`crate::limits::MAX_WIDTH`], each pair of consecutive layers' weights within the
+    /// byte budget, the optimiser's numbers in range), so a front end refuses them before
+    /// reading a log. [`train`] checks them again, with the input width. Errors name the
+    /// CLI's flags (`--hidden`, `--epochs`, ...).
+    pub fn check(&self) -> Result<()> {
+        check_config(self)
+    }
+}
+
 impl Default for TrainConfig {
     fn default() -> Self {
         TrainConfig {
@@ -194,6 +205,14 @@ pub fn train(decisions: &[Decision], cfg: &TrainConfig) -> Result<Trained> {
             inp = h;
         }
     }
+    // Every weight of the network within the byte budget before one is drawn.
+    let params = shapes
+        .iter()
+        .try_fold(0usize, |acc, &(o, i)| {
+            o.checked_mul(i).and_then(|p| acc.checked_add(p))
+        })
+        .unwrap_or(usize::MAX);
+    crate::limits::bytes("--hidden", &[("weights of the network", params)], 4)?;
     let (mut weight_vars, mut bias_vars, mut params) = (Vec::new(), Vec::new(), Vec::new());
     for &(out, inp) in &shapes {
         let bound = 1.0 / (inp as f64).sqrt();
@@ -410,6 +429,20 @@ fn check_config(cfg: &TrainConfig) -> Result<()> {
     let bad = |name: &str, msg: String| Err(Error::invalid(name, msg));
     if let Some(i) = cfg.hidden.iter().position(|&h| h == 0) {
         return bad("--hidden", format!("layer {i} has width 0"));
+    }
+    for (i, &h) in cfg.hidden.iter().enumerate() {
+        crate::limits::check(h as u64, crate::limits::MAX_WIDTH)
+            .map_err(|m| Error::invalid("--hidden", format!("layer {i}: width {m}")))?;
+    }
+    for (i, w) in cfg.hidden.windows(2).enumerate() {
+        crate::limits::bytes(
+            "--hidden",
+            &[
+                (format!("layer {i} width").as_str(), w[0]),
+                (format!("layer {} width", i + 1).as_str(), w[1]),
+            ],
+            4,
+        )?;
     }
     if cfg.epochs == 0 {
         return bad("--epochs", "must be at least 1".into());

@@ -88,8 +88,9 @@ impl Bert {
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for l in 0..cfg.num_hidden_layers {
             let p = format!("encoder.layer.{l}");
-            let mut w_qkv = Vec::with_capacity(3 * h * h);
-            let mut b_qkv = Vec::with_capacity(3 * h);
+            // Sized by the weights read, not by the config's sizes (checked against the
+            // weights by these very reads).
+            let (mut w_qkv, mut b_qkv) = (Vec::new(), Vec::new());
             for part in ["query", "key", "value"] {
                 w_qkv.extend(get(&[h, h], &format!("{p}.attention.self.{part}.weight"))?);
                 b_qkv.extend(get(&[h], &format!("{p}.attention.self.{part}.bias"))?);

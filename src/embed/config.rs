@@ -72,14 +72,19 @@ pub struct SentenceConfig {
     pub do_lower_case: bool,
 }
 
+/// An optional JSON file of the model directory, read through the file contract
+/// ([`crate::io::file`]) and the one JSON reader (a repeated key is an error naming it).
 fn read_json(path: &Path) -> Result<Option<Value>> {
-    if !path.exists() {
+    if !crate::io::file::exists(path)? {
         return Ok(None);
     }
-    let bytes = crate::io::read_file(path)?;
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| Error::format(path, format!("invalid JSON: {e}")))
+    read_json_file(path).map(Some)
+}
+
+/// A JSON file of the model directory ([`read_json`] for one that must exist).
+pub(crate) fn read_json_file(path: &Path) -> Result<Value> {
+    let bytes = crate::io::file::read(path, crate::limits::CONFIG_FILE_BYTES)?;
+    crate::io::json::value(&bytes).map_err(|e| Error::format(path, format!("invalid JSON: {e}")))
 }
 
 fn field<'a>(v: &'a Value, path: &Path, key: &str) -> Result<Option<&'a Value>> {

@@ -114,6 +114,71 @@ fn candle_err(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
     }
 }
 
+/// Every size of `config.json` within [`crate::limits`] before anything is sized by it
+/// (an absurd `num_hidden_layers` would otherwise size a list of layers); errors name the
+/// file and the field.
+fn check_sizes(c: &BertConfig, path: &Path) -> Result<()> {
+    use crate::limits::{field, MAX_LAYERS, MAX_TOKENS, MAX_VOCAB, MAX_WIDTH};
+    for (name, v, max) in [
+        ("num_hidden_layers", c.num_hidden_layers, MAX_LAYERS),
+        ("hidden_size", c.hidden_size, MAX_WIDTH),
+        ("num_attention_heads", c.num_attention_heads, MAX_WIDTH),
+        ("intermediate_size", c.intermediate_size, MAX_WIDTH),
+        ("vocab_size", c.vocab_size, MAX_VOCAB),
+        ("type_vocab_size", c.type_vocab_size, MAX_VOCAB),
+        ("max_position_embeddings", c.max_position_embeddings, MAX_TOKENS),
+    ] {
+        field(path, name, v as u64, max)?;
+    }
+    Ok(())
+}
+
+/// The encoder layers the weights hold (`[prefix]encoder.layer.{l}.*`) against the
+/// config's `num_hidden_layers`: more layers in the weights than the config names would
+/// leave some unused without a word, fewer would fail half-way; both are errors naming
+/// both counts, as is a gap in the layer numbers.
+fn check_layers(weights: &[u8], st_path: &Path, config_layers: usize, cfg_path: &Path) -> Result<()> {
+    let st = safetensors::SafeTensors::deserialize(weights).map_err(|e| {
+        Error::format(
+            st_path,
+            format!(
+                "not a valid safetensors file: {}",
+                crate::error::flatten_lines(&e.to_string())
+            ),
+        )
+    })?;
+    let mut layers = std::collections::BTreeSet::new();
+    for name in st.names() {
+        if let Some((_, rest)) = name.split_once("encoder.layer.") {
+            let digits: &str = rest.split('.').next().unwrap_or("");
+            if let Ok(l) = digits.parse::<u64>() {
+                layers.insert(l);
+            }
+        }
+    }
+    let held = layers.len();
+    if let Some(&last) = layers.last() {
+        if last + 1 != held as u64 {
+            let gap = (0..).find(|l| !layers.contains(l)).unwrap_or(0);
+            return Err(Error::format(
+                st_path,
+                format!("holds encoder.layer.{last} but not encoder.layer.{gap}"),
+            ));
+        }
+    }
+    if held != config_layers {
+        return Err(Error::format(
+            cfg_path,
+            format!(
+                "\"num_hidden_layers\" is {config_layers} but {} holds {held} encoder layers: \
+                 the config and the weights must name the same layers",
+                st_path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl SentenceEncoder {
     /// Loads a sentence-transformers directory (see the module docs).
     pub fn load(dir: &Path) -> Result<Self> {
@@ -122,16 +187,22 @@ impl SentenceEncoder {
 
     /// [`SentenceEncoder::load`] with a chosen forward pass.
     pub fn load_with(dir: &Path, forward: Forward) -> Result<Self> {
-        if !dir.is_dir() {
+        // The directory contract: a FIFO, a device or a file given as the model is refused
+        // by what it is; the files inside go through the file contract.
+        if let Err(e) = crate::io::file::dir(dir) {
+            let what = match e {
+                Error::Format { msg, .. } => msg,
+                _ => "is not a directory".to_string(),
+            };
             return Err(Error::format(
                 dir,
-                "is not a directory (a sentence-transformers model: config.json, tokenizer.json, model.safetensors)",
+                format!(
+                    "{what} (a sentence-transformers model: config.json, tokenizer.json, model.safetensors)"
+                ),
             ));
         }
         let cfg_path = dir.join("config.json");
-        let cfg_bytes = crate::io::read_file(&cfg_path)?;
-        let raw: serde_json::Value = serde_json::from_slice(&cfg_bytes)
-            .map_err(|e| Error::format(&cfg_path, format!("invalid JSON: {e}")))?;
+        let raw = config::read_json_file(&cfg_path)?;
         match raw.get("model_type").and_then(|v| v.as_str()) {
             Some("bert") => {}
             Some(other) => {
@@ -147,6 +218,7 @@ impl SentenceEncoder {
         }
         let bert: BertConfig = serde_json::from_value(raw)
             .map_err(|e| Error::format(&cfg_path, format!("not a BERT configuration: {e}")))?;
+        check_sizes(&bert, &cfg_path)?;
         if bert.hidden_size == 0
             || bert.num_attention_heads == 0
             || bert.hidden_size % bert.num_attention_heads != 0
@@ -162,13 +234,7 @@ impl SentenceEncoder {
         let config = config::read(dir, bert.max_position_embeddings)?;
 
         let tok_path = dir.join("tokenizer.json");
-        let tok_bytes = crate::io::read_file(&tok_path)?;
-        let mut tokenizer = Tokenizer::from_bytes(&tok_bytes).map_err(|e| {
-            Error::format(
-                &tok_path,
-                format!("not a tokenizer: {}", crate::error::flatten_lines(&e.to_string())),
-            )
-        })?;
+        let mut tokenizer = crate::tokens::load_tokenizer(&tok_path)?;
         // sentence-transformers truncates to max_seq_length and pads per batch; the file's
         // own truncation and fixed padding (128 for all-MiniLM-L6-v2) do not apply.
         tokenizer.with_padding(None);
@@ -187,7 +253,8 @@ impl SentenceEncoder {
             })?;
 
         let st_path = dir.join("model.safetensors");
-        let weights = crate::io::read_file(&st_path)?;
+        let weights = crate::io::safetensors_header::read(&st_path)?;
+        check_layers(&weights, &st_path, bert.num_hidden_layers, &cfg_path)?;
         let vb = candle_nn::VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|e| {
                 Error::format(

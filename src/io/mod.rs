@@ -3,8 +3,11 @@
 //! vectors and token costs from `.npy` or JSON. Errors name the file and the row, line or
 //! field at fault, in one line.
 //!
-//! Every file is read only when it is a regular file (a link to `/dev/urandom`, a FIFO or
-//! a directory is refused by name before a byte is read), so a read always ends. Each
+//! Every file is read through the one file-open contract ([`file`]): only when it is a
+//! regular file (a link to `/dev/urandom`, a FIFO or a directory is refused by name before
+//! a byte is read), and only up to the cap of its kind ([`crate::limits`]), so a read
+//! always ends. Every JSON goes through the one JSON reader ([`json`]: a repeated key is an
+//! error naming it), and every safetensors header through [`safetensors_header`]. Each
 //! format also has a parser over bytes ([`parse_embeddings`], [`parse_npy_f32`],
 //! [`parse_numbers`]) that the file loaders call: what a service receives in a request
 //! body goes through the same checks, and the fuzz targets (fuzz/) drive them directly.
@@ -17,8 +20,10 @@
 //! `utf-8-sig` does.
 
 pub mod fields;
+pub mod file;
 pub mod json;
 mod npy;
+pub mod safetensors_header;
 
 use crate::embeddings::Embeddings;
 use crate::error::{flatten_lines, Error, Result};
@@ -73,78 +78,23 @@ impl EmbeddingsFormat {
     }
 }
 
-/// Checks that `path` names a regular file (following links): anything else is refused by
-/// what it is, before any read.
-fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
-    let t = meta.file_type();
-    if t.is_file() {
-        return Ok(());
-    }
-    let what = if t.is_dir() {
-        "a directory"
-    } else {
-        special_kind(&t)
-    };
-    Err(Error::format(path, format!("is {what}, not a regular file")))
-}
-
-#[cfg(unix)]
-fn special_kind(t: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_fifo() {
-        "a named pipe"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    }
-}
-
-#[cfg(not(unix))]
-fn special_kind(_: &std::fs::FileType) -> &'static str {
-    "a special file"
-}
-
-/// Opens a regular, non-empty file: the file and its length. What the path names is
-/// checked before it is opened (opening a FIFO blocks until a writer comes), and the
-/// opened file again (the path may have changed in between).
-fn open_regular(path: &Path) -> Result<(std::fs::File, u64)> {
-    check_regular(path, &std::fs::metadata(path).map_err(|e| Error::io(path, e))?)?;
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
-    check_regular(path, &meta)?;
-    if meta.len() == 0 {
-        return Err(Error::format(path, "file is empty"));
-    }
-    Ok((file, meta.len()))
-}
-
-/// Reads a whole regular, non-empty file. A directory, device, FIFO or socket (or a link
-/// to one) is an error naming it, so the read always ends.
+/// Reads a whole regular, non-empty file of at most [`crate::limits::TEXT_FILE_BYTES`]
+/// ([`file::read`]: a directory, device, FIFO or socket, or a link to one, is an error
+/// naming it, so the read always ends). Readers that know their kind of file call
+/// [`file::read`] with its cap.
 pub fn read_file(path: &Path) -> Result<Vec<u8>> {
-    let (file, len) = open_regular(path)?;
-    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    // A regular file that grows while it is read is read to the length it had.
-    file.take(len)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::io(path, e))?;
-    Ok(bytes)
+    file::read(path, crate::limits::TEXT_FILE_BYTES)
 }
 
-/// `bytes` as UTF-8 text without a leading byte order mark.
 /// `bytes` as UTF-8 text after an optional byte order mark; an error names `path`.
 pub(crate) fn utf8<'b>(path: &Path, bytes: &'b [u8]) -> Result<&'b str> {
     let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     std::str::from_utf8(bytes).map_err(|e| Error::format(path, format!("not UTF-8: {e}")))
 }
 
-/// Splits `FILE.safetensors:NAME` after the first ".safetensors:", so tensor names may
-/// hold ':' too.
-fn split_spec(spec: &str) -> (&Path, Option<&str>) {
+/// Splits an embeddings spec `FILE.safetensors:NAME` after the first ".safetensors:" (so
+/// tensor names may hold ':' too) into the file and the tensor's name.
+pub fn split_spec(spec: &str) -> (&Path, Option<&str>) {
     match spec.to_ascii_lowercase().find(".safetensors:") {
         Some(i) => {
             let cut = i + ".safetensors".len();
@@ -162,10 +112,16 @@ pub fn load_embeddings(spec: &str) -> Result<Loaded> {
     let (path, tensor) = split_spec(spec);
     match EmbeddingsFormat::of(path)? {
         EmbeddingsFormat::Npy => {
-            let (file, len) = open_regular(path)?;
+            let (file, len) = file::open(path, crate::limits::TENSOR_FILE_BYTES)?;
             let reader = std::io::BufReader::with_capacity(1 << 20, file);
             npy_matrix(path, reader, len)
         }
+        EmbeddingsFormat::Safetensors => parse_embeddings(
+            path,
+            EmbeddingsFormat::Safetensors,
+            &file::read(path, crate::limits::TENSOR_FILE_BYTES)?,
+            tensor,
+        ),
         f => parse_embeddings(path, f, &read_file(path)?, tensor),
     }
 }
@@ -230,7 +186,7 @@ fn narrow(path: &Path, shape: &[usize], i: usize, x: f64) -> Result<f32> {
 /// Reads a float `.npy` (C order; f2, f4 or f8) as `f32`, with its shape: embeddings and
 /// queries. Integer arrays are refused.
 pub fn read_npy_f32(path: &Path) -> Result<(Vec<usize>, Vec<f32>)> {
-    let (file, len) = open_regular(path)?;
+    let (file, len) = file::open(path, crate::limits::TENSOR_FILE_BYTES)?;
     npy_f32(
         path,
         std::io::BufReader::with_capacity(1 << 20, file),
@@ -248,12 +204,13 @@ pub fn parse_npy_f32(source: &Path, bytes: &[u8]) -> Result<(Vec<usize>, Vec<f32
 /// Reads a numeric `.npy` (C order; floats of 2, 4 or 8 bytes, or integers) as `f64`, with
 /// its shape: costs and scores.
 pub fn read_npy_f64(path: &Path) -> Result<(Vec<usize>, Vec<f64>)> {
-    let (file, len) = open_regular(path)?;
+    let (file, len) = file::open(path, crate::limits::TENSOR_FILE_BYTES)?;
     npy_f64(path, std::io::BufReader::with_capacity(1 << 20, file), len)
 }
 
 fn safetensors_matrix(path: &Path, bytes: &[u8], name: Option<&str>) -> Result<Loaded> {
     use safetensors::{Dtype, SafeTensors};
+    safetensors_header::check(path, bytes)?;
     let st = SafeTensors::deserialize(bytes).map_err(|e| {
         Error::format(
             path,
@@ -371,9 +328,13 @@ pub fn json_type(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// A token count: finite and positive.
+/// A token count: finite, positive and at most [`crate::limits::MAX_TOKEN_COUNT`].
 fn token_count(t: &serde_json::Value) -> std::result::Result<f64, String> {
+    const MAX: u64 = crate::limits::MAX_TOKEN_COUNT;
     match t.as_f64() {
+        Some(x) if x.is_finite() && x > MAX as f64 => Err(format!(
+            "\"tokens\" is {x:e}, above the largest accepted token count {MAX}"
+        )),
         Some(x) if x.is_finite() && x > 0.0 => Ok(x),
         Some(x) => Err(format!("\"tokens\" must be a positive number, got {x}")),
         None => Err(format!("\"tokens\" is {}, not a number", json_type(t))),
@@ -392,8 +353,7 @@ fn jsonl(path: &Path, bytes: &[u8]) -> Result<Loaded> {
             continue;
         }
         let at = |msg: String| Error::format(path, format!("line {}: {msg}", ln + 1));
-        let v: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| at(format!("invalid JSON: {e}")))?;
+        let v = json::value_str(line).map_err(|e| at(format!("invalid JSON: {e}")))?;
         let obj = v
             .as_object()
             .ok_or_else(|| at(format!("expected a JSON object, got {}", json_type(&v))))?;
@@ -511,8 +471,7 @@ pub fn parse_texts(source: &Path, bytes: &[u8]) -> Result<(Vec<String>, Option<V
             continue;
         }
         let at = |m: String| Error::format(source, format!("line {}: {m}", ln + 1));
-        let v: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| at(format!("invalid JSON: {e}")))?;
+        let v = json::value_str(line).map_err(|e| at(format!("invalid JSON: {e}")))?;
         match v.get("text") {
             Some(serde_json::Value::String(t)) => texts.push(t.clone()),
             Some(other) => return Err(at(format!("\"text\" is {}, not a string", json_type(other)))),
@@ -590,8 +549,7 @@ pub fn load_vector(path: &Path, what: &str) -> Result<Vec<f64>> {
 /// Parses a JSON array of numbers (`source` names it in errors).
 pub fn parse_numbers(source: &Path, bytes: &[u8]) -> Result<Vec<f64>> {
     let text = utf8(source, bytes)?;
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| Error::format(source, format!("invalid JSON: {e}")))?;
+    let v = json::value_str(text).map_err(|e| Error::format(source, format!("invalid JSON: {e}")))?;
     let a = v.as_array().ok_or_else(|| {
         Error::format(
             source,

@@ -310,7 +310,9 @@ impl Trajectory {
     /// [`Format::detect`]; a trajectory with no tool calls yet settles its format at the
     /// first message that has a marker). Errors name the message (and block) at fault.
     pub fn parse(text: &str, format: Option<Format>) -> Result<Self> {
-        let doc: Value = serde_json::from_str(text)
+        // The one JSON reader: a repeated key (two "content" members, two "messages") is
+        // an error naming it, never the last value silently winning.
+        let doc: Value = crate::io::json::value_str(text)
             .map_err(|e| Error::invalid("input", format!("malformed JSON: {e}")))?;
         let msgs = messages_of(&doc)?;
         let layout = spans::layout(text).map_err(|e| Error::invalid("input", e))?;

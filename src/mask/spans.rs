@@ -2,10 +2,12 @@
 //! the masked contents replaced (every other byte kept: big integers, number spellings,
 //! escapes, whitespace, duplicate keys).
 //!
-//! The scanner reads text serde_json has already accepted, but it is total on its own: it
-//! never recurses on nesting depth (containers are tracked on an explicit stack), every
-//! step consumes at least one byte, every read is bounds-checked, and text that is not
-//! JSON is an error. Duplicate keys resolve as serde_json resolves them: the last wins.
+//! The scanner reads text the one JSON reader ([`crate::io::json`]) has already accepted,
+//! so no object in it repeats a key (a repeated key is refused there, naming it), but it is
+//! total on its own: it never recurses on nesting depth (containers are tracked on an
+//! explicit stack), every step consumes at least one byte, every read is bounds-checked,
+//! and text that is not JSON is an error. Given text with a repeated key anyway, it keeps
+//! the last one's span.
 
 use std::ops::Range;
 
@@ -194,7 +196,7 @@ fn key_is(s: &[u8], key: Range<usize>, name: &str) -> R<bool> {
     if !inner.contains(&b'\\') {
         return Ok(inner == name.as_bytes());
     }
-    let k: String = serde_json::from_slice(raw).map_err(|e| format!("byte {}: {e}", key.start))?;
+    let k: String = crate::io::json::from_slice(raw).map_err(|e| format!("byte {}: {e}", key.start))?;
     Ok(k == name)
 }
 
@@ -291,7 +293,8 @@ mod tests {
         let m1 = l.messages[1].obj.as_ref().unwrap();
         assert_eq!(&t[m1.content.clone().unwrap()], "\"a\"");
         assert_eq!(&t[m1.close..m1.close + 1], "}");
-        // The escaped duplicate key is the last "content": serde_json keeps it.
+        // The escaped duplicate key is the last "content" (the trajectory parser refuses
+        // such text before it gets here; the scanner alone keeps the last).
         let m2 = &l.messages[2];
         assert_eq!(&t[m2.obj.as_ref().unwrap().content.clone().unwrap()], "\"last\"");
         let v: serde_json::Value = serde_json::from_str(t).unwrap();

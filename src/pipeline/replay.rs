@@ -19,7 +19,9 @@
 //!   item retrieved for subquery `s1`; a subquery's items are in retrieval order (file
 //!   order). Its id is `s1#0`, `s1#1`, ... (its position among `s1`'s items).
 //!
-//! `tokens` is a finite number > 0. `embedding` is optional on every record, but every
+//! `tokens` is a number > 0 and at most [`crate::limits::MAX_TOKEN_COUNT`] (2^53).
+//! Every line is one JSON object read by the one JSON reader: a repeated key is an error
+//! naming it and the line. `embedding` is optional on every record, but every
 //! record needs one: those without it are embedded by the caller's text encoder (an
 //! [`Encoder`]), and without an encoder a missing embedding is an error. All embeddings
 //! (given or encoded) share one dimension; none may be all zeros or hold a value that is
@@ -206,9 +208,15 @@ impl Fields<'_> {
         }
     }
 
+    /// A token count: finite, `> 0` and at most [`crate::limits::MAX_TOKEN_COUNT`], so the
+    /// run's sums of tokens stay finite (an overflow there could not name the line).
     fn tokens(&self) -> Result<f64> {
+        const MAX: u64 = crate::limits::MAX_TOKEN_COUNT;
         match self.get("tokens")? {
             Value::Number(n) => match n.as_f64() {
+                Some(x) if x.is_finite() && x > MAX as f64 => Err(self.err(format!(
+                    "\"tokens\" is {x:e}, above the largest accepted token count {MAX}"
+                ))),
                 Some(x) if x.is_finite() && x > 0.0 => Ok(x),
                 _ => Err(self.err(format!("\"tokens\" must be a finite number > 0, got {n}"))),
             },
@@ -247,9 +255,8 @@ impl RunLog {
     /// Reads and checks a log (format in the module docs); `encoder` embeds the records
     /// that have no `embedding`.
     pub fn load(path: &Path, encoder: Option<Encoder<'_>>) -> Result<RunLog> {
-        let bytes = crate::io::read_file(path)?;
-        let text = crate::io::utf8(path, &bytes)?;
-        Self::parse(text, path, encoder)
+        let text = crate::io::file::read_text(path, crate::limits::TEXT_FILE_BYTES)?;
+        Self::parse(&text, path, encoder)
     }
 
     /// Checks a log's text; `source` names it in errors.
@@ -268,7 +275,7 @@ impl RunLog {
                 continue;
             }
             let at = |msg: String| Error::format(source, format!("line {line}: {msg}"));
-            let v: Value = serde_json::from_str(raw).map_err(|e| at(format!("invalid JSON: {e}")))?;
+            let v = crate::io::json::value_str(raw).map_err(|e| at(format!("invalid JSON: {e}")))?;
             let Value::Object(obj) = &v else {
                 return Err(at(format!("expected a JSON object, got {}", json_type(&v))));
             };

@@ -174,9 +174,8 @@ fn describe(v: &Value) -> String {
 impl Stages {
     /// Reads and checks a stages file (format in the module docs).
     pub fn load(path: &Path) -> Result<Stages> {
-        let bytes = crate::io::read_file(path)?;
-        let text = crate::io::utf8(path, &bytes)?;
-        Self::parse(text, path)
+        let text = crate::io::file::read_text(path, crate::limits::CONFIG_FILE_BYTES)?;
+        Self::parse(&text, path)
     }
 
     /// Checks a stages file's text; `source` names it in errors, and a controller's
@@ -388,7 +387,10 @@ fn controller(tb: &Table<'_>, dir: &Path) -> Result<StageSpec> {
         .str("weights")?
         .ok_or_else(|| tb.err("weights", "missing (the controller's .safetensors file)"))?;
     let weights = dir.join(w);
-    let controller = LearnedController::load(&weights).map_err(|e| tb.err("weights", e.to_string()))?;
+    // The file contract and the safetensors header check, then the controller's own checks.
+    let controller = crate::io::safetensors_header::read(&weights)
+        .and_then(|bytes| LearnedController::from_safetensors(&bytes, &weights))
+        .map_err(|e| tb.err("weights", e.to_string()))?;
     let tau = tb.number("tau")?.unwrap_or(0.5);
     if !tau.is_finite() {
         return Err(tb.err("tau", format!("must be finite, got {tau}")));

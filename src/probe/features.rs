@@ -224,7 +224,7 @@ fn turn_trace(
         tt.search |= kinds.search.contains(&c.tool);
         tt.open |= is_open;
         if is_open {
-            match serde_json::from_str::<Value>(&c.args) {
+            match crate::io::json::value_str(&c.args) {
                 Ok(v) => {
                     let mut strings = Vec::new();
                     json_strings(&v, &mut strings);

@@ -137,7 +137,7 @@ pub fn parse_labels(source: &Path, text: &str) -> Result<Vec<Label>> {
             continue;
         }
         let at = |msg: String| Error::format(source, format!("line {line}: {msg}"));
-        let v: Value = serde_json::from_str(raw).map_err(|e| at(format!("not valid JSON: {e}")))?;
+        let v = crate::io::json::value_str(raw).map_err(|e| at(format!("not valid JSON: {e}")))?;
         let Value::Object(o) = &v else {
             return Err(at(format!(
                 "expected a JSON object, got {}",
@@ -201,8 +201,10 @@ pub fn parse_labels(source: &Path, text: &str) -> Result<Vec<Label>> {
 
 /// Reads and parses a labels file ([`parse_labels`]).
 pub fn load_labels(path: &Path) -> Result<Vec<Label>> {
-    let bytes = crate::io::read_file(path)?;
-    parse_labels(path, crate::io::utf8(path, &bytes)?)
+    parse_labels(
+        path,
+        &crate::io::file::read_text(path, crate::limits::TEXT_FILE_BYTES)?,
+    )
 }
 
 /// The probe's settings.
@@ -373,13 +375,12 @@ pub fn build(
     counter: &dyn TokenCounter,
 ) -> Result<Dataset> {
     opts.check()?;
-    let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
-    if !meta.is_dir() {
-        return Err(Error::invalid(
-            "trajectories",
-            format!("{} is not a directory", dir.display()),
-        ));
-    }
+    // The directory contract: a FIFO or a device given as the directory is refused by
+    // what it is; the trajectories inside go through the file contract.
+    crate::io::file::dir(dir).map_err(|e| match e {
+        Error::Format { .. } => Error::invalid("trajectories", e.to_string()),
+        e => e,
+    })?;
     let kinds = opts.tools();
     let mut named: HashMap<PathBuf, usize> = HashMap::new();
     let mut queries = Vec::new();
@@ -394,9 +395,9 @@ pub fn build(
             )
         };
         let path = dir.join(&l.trajectory);
-        if !path.is_file() {
+        if !crate::io::file::exists(&path).unwrap_or(false) {
             return Err(at(format!(
-                "{} is not a file (the path is relative to the trajectories directory {})",
+                "{} does not exist (the path is relative to the trajectories directory {})",
                 path.display(),
                 dir.display()
             )));
@@ -408,10 +409,9 @@ pub fn build(
                 l.trajectory
             )));
         }
-        let bytes = crate::io::read_file(&path)?;
-        let text = crate::io::utf8(&path, &bytes)?;
+        let text = crate::io::file::read_text(&path, crate::limits::TEXT_FILE_BYTES)?;
         let traj =
-            crate::mask::Trajectory::parse(text, None).map_err(|e| Error::format(&path, e.to_string()))?;
+            crate::mask::Trajectory::parse(&text, None).map_err(|e| Error::format(&path, e.to_string()))?;
         let trace = features::trace(&traj, &kinds, counter);
         bad_urls.extend(trace.bad_urls.iter().map(|b| BadUrl {
             id: l.id.clone(),

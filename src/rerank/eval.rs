@@ -351,12 +351,14 @@ pub fn seeds(seed: u64, problems: usize) -> Result<std::ops::RangeInclusive<u64>
     Ok(seed..=last)
 }
 
-/// Checks [`run`]'s arguments before any work: [`seeds`]; `n >= 1`; every budget in
+/// Checks [`run`]'s arguments before any work: [`seeds`]; `problems` at most
+/// [`crate::limits::MAX_EVAL_PROBLEMS`] (results are kept per problem); `n >= 1`; every budget in
 /// `0..=n` and every capacity in `1..=n` (a budget above the pool is an error, not capped),
 /// neither list empty nor with a repeated element. Errors name `problems`, `seed`, `n`,
 /// `budgets` or `capacities` and the element.
 pub fn check(problems: usize, seed: u64, n: usize, budgets: &[usize], capacities: &[usize]) -> Result<()> {
     seeds(seed, problems)?;
+    crate::limits::size("problems", problems, crate::limits::MAX_EVAL_PROBLEMS)?;
     if n == 0 {
         return Err(Error::invalid("n", "the pool must have at least 1 document"));
     }

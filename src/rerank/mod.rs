@@ -335,6 +335,17 @@ impl Reranker {
                 "applies to boundary-morph with the adaptive prior",
             ));
         }
+        // Probes are oracle calls: more than the budget cannot all be made, and cutting
+        // them down to it would change what was asked without a word.
+        if cfg.prior_probes > cfg.budget {
+            return Err(Error::invalid(
+                "prior-probes",
+                format!(
+                    "{} probe documents exceed the budget of {} oracle calls (prior-probes <= budget)",
+                    cfg.prior_probes, cfg.budget
+                ),
+            ));
+        }
         if cfg.token_capacity == Some(0) {
             return Err(Error::invalid("token-capacity", "must be at least 1"));
         }
@@ -473,6 +484,14 @@ impl Reranker {
                 let mut gp = Gp::with_store(&src, store, mu0, mu0_q)?;
                 if prior == Prior::Adaptive {
                     gp.set_adaptive(ADAPTIVE_RIDGE)?;
+                    // Options refuse more probes than the budget; a budget above the pool
+                    // was capped at the pool above (with its note), and the probes with it.
+                    if cfg.prior_probes > budget {
+                        notes.push(format!(
+                            "prior probes {} are more than the pool; capped at {budget}",
+                            cfg.prior_probes
+                        ));
+                    }
                     let probes = probe_ranks(cfg.prior_probes.min(budget), n);
                     let ys = run.call(&probes)?;
                     let obs: Vec<(usize, f64)> = probes.iter().copied().zip(ys).collect();

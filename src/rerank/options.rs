@@ -145,19 +145,14 @@ impl<'a> RerankOptions<'a> {
 }
 
 /// Token counts given as numbers (a JSON array, an .npy, a texts file's "tokens"): each a
-/// whole number >= 1; errors name `what` and the position.
+/// whole number in `1..=`[`crate::limits::MAX_TOKEN_COUNT`]; errors name `what`, the
+/// position and the reason ("is 4.611686018427388e18, above the largest accepted token
+/// count 9007199254740992", or "is 2.5, not a whole number >= 1").
 pub fn token_counts(v: &[f64], what: &str) -> Result<Vec<u64>> {
     v.iter()
         .enumerate()
         .map(|(i, &x)| {
-            if x.is_finite() && x >= 1.0 && x.fract() == 0.0 && x <= 9.0e15 {
-                Ok(x as u64)
-            } else {
-                Err(Error::invalid(
-                    what,
-                    format!("token count {i} is {x}, not a whole number >= 1"),
-                ))
-            }
+            crate::limits::token_count(x).map_err(|m| Error::invalid(what, format!("token count {i} {m}")))
         })
         .collect()
 }

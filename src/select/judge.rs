@@ -127,11 +127,13 @@ pub struct ControllerOutput {
 impl LearnedController {
     /// Loads the weights from a safetensors file (layout in the type's docs).
     pub fn load(path: &Path) -> Result<Self> {
-        Self::from_safetensors(&crate::io::read_file(path)?, path)
+        Self::from_safetensors(&crate::io::safetensors_header::read(path)?, path)
     }
 
-    /// Parses weights from safetensors bytes; `path` names them in errors.
+    /// Parses weights from safetensors bytes; `path` names them in errors. The header
+    /// goes through the one JSON reader first (a tensor named twice is an error).
     pub fn from_safetensors(bytes: &[u8], path: &Path) -> Result<Self> {
+        crate::io::safetensors_header::check(path, bytes)?;
         let st = safetensors::SafeTensors::deserialize(bytes)
             .map_err(|e| Error::format(path, format!("not a valid safetensors file: {e}")))?;
         let get = |t: &str| -> Result<(Vec<usize>, Vec<f32>)> {
@@ -231,9 +233,12 @@ impl LearnedController {
                 ));
             }
         };
-        let metadata: BTreeMap<String, String> = safetensors::SafeTensors::read_metadata(bytes)
-            .ok()
-            .and_then(|(_, m)| m.metadata().clone())
+        // The header parsed above, so its metadata reads too; an absent block is no metadata.
+        let (_, header) = safetensors::SafeTensors::read_metadata(bytes)
+            .map_err(|e| Error::format(path, format!("not a valid safetensors file: {e}")))?;
+        let metadata: BTreeMap<String, String> = header
+            .metadata()
+            .clone()
             .map(|m| m.into_iter().collect())
             .unwrap_or_default();
         check_metadata(&metadata, input_width, path)?;

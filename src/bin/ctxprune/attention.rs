@@ -2,7 +2,7 @@
 
 use crate::{open_engine, print_out};
 use ctxprune::attention::{self, figures, segment, tensors::TensorFile, Mass, Role, Segmentation};
-use ctxprune::{Error, Result};
+use ctxprune::{limits, Error, Result};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -124,11 +124,9 @@ pub fn run(cmd: AttentionCmd) -> Result<()> {
     }
 }
 
-fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+/// A text file through the file contract, at most `cap` bytes.
+fn read(path: &Path, cap: u64) -> Result<String> {
+    ctxprune::io::file::read_text(path, cap)
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
@@ -144,7 +142,7 @@ fn json<T: serde::Serialize>(v: &T) -> String {
 
 fn run_segment(a: &SegmentArgs) -> Result<()> {
     let template = segment::Template::by_name(&a.template)?;
-    let prompt = read(&a.prompt)?;
+    let prompt = read(&a.prompt, limits::CONFIG_FILE_BYTES)?;
     let tok = segment::load_tokenizer(&a.tokenizer)?;
     let seg = segment::segment(&prompt, &template, &tok).map_err(|e| Error::Format {
         path: a.prompt.clone(),
@@ -166,7 +164,7 @@ fn run_segment(a: &SegmentArgs) -> Result<()> {
 }
 
 fn run_mass(a: &MassArgs) -> Result<()> {
-    let seg = Segmentation::from_json(&read(&a.segments)?, &a.segments)?;
+    let seg = Segmentation::from_json(&read(&a.segments, limits::CONFIG_FILE_BYTES)?, &a.segments)?;
     if seg.steps.is_empty() {
         return Err(Error::Format {
             path: a.segments.clone(),
@@ -254,9 +252,11 @@ fn run_decay(a: &DecayArgs) -> Result<()> {
         .masses
         .iter()
         .map(|p| {
-            serde_json::from_str::<Mass>(&read(p)?).map_err(|e| Error::Format {
-                path: p.clone(),
-                msg: format!("not a mass JSON (from `ctxprune attention mass --json`): {e}"),
+            ctxprune::io::json::from_str::<Mass>(&read(p, limits::TEXT_FILE_BYTES)?).map_err(|e| {
+                Error::Format {
+                    path: p.clone(),
+                    msg: format!("not a mass JSON (from `ctxprune attention mass --json`): {e}"),
+                }
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -312,9 +312,25 @@ fn run_decay(a: &DecayArgs) -> Result<()> {
 }
 
 fn run_bench(a: &BenchArgs) -> Result<()> {
-    if a.repeat == 0 {
-        return Err(Error::invalid("--repeat", "must be at least 1"));
-    }
+    // Every size through the size guard, and the tensors they make within the byte
+    // budget, before anything is allocated.
+    limits::size("--n", a.n, limits::MAX_TOKENS)?;
+    limits::size("--layers", a.layers, limits::MAX_LAYERS)?;
+    limits::size("--heads", a.heads, limits::MAX_WIDTH)?;
+    limits::size("--kv-heads", a.kv_heads, limits::MAX_WIDTH)?;
+    limits::size("--head-dim", a.head_dim, limits::MAX_WIDTH)?;
+    limits::size("--steps", a.steps, limits::MAX_TOKENS)?;
+    limits::size("--repeat", a.repeat, 1_000_000)?;
+    limits::bytes(
+        "--n",
+        &[
+            ("--layers", a.layers),
+            ("--n", a.n),
+            ("(--heads + --kv-heads)", a.heads + a.kv_heads),
+            ("--head-dim", a.head_dim),
+        ],
+        4,
+    )?;
     let opened = open_engine(&a.backend)?;
     opened.print_note();
     let t = std::time::Instant::now();

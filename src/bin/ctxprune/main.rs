@@ -13,6 +13,7 @@ mod device;
 mod embed;
 mod eval;
 mod mask;
+mod paths;
 mod pipeline;
 mod probe;
 mod rerank;
@@ -20,10 +21,9 @@ mod select;
 #[cfg(feature = "serve")]
 mod serve;
 #[cfg(feature = "embed")]
-#[cfg(feature = "embed")]
 mod train;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use ctxprune::{BackendChoice, Engine, EngineOptions, Error, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -110,8 +110,20 @@ struct DemoArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
+    let cli = match parsed {
+        Ok((c, m)) => {
+            // Every path flag through the one check before the command runs: inputs that
+            // are not what they are named as (a FIFO, a device), outputs that cannot be
+            // written.
+            if let Err(e) = paths::check(&m) {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+            c
+        }
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(

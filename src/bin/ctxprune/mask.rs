@@ -38,7 +38,7 @@ pub struct MaskArgs {
     #[arg(long, allow_hyphen_values = true)]
     pub placeholder: Option<String>,
     /// o200k_base, cl100k_base or approx.
-    #[arg(long, default_value = "o200k_base")]
+    #[arg(long, default_value = "o200k_base", value_hint = clap::ValueHint::FilePath)]
     pub tokenizer: String,
     /// Write the accounting as JSON to this file.
     #[arg(long)]

@@ -36,7 +36,7 @@ pub struct ProbeArgs {
     #[arg(long, default_value = probe::features::DEFAULT_OPEN_TOOLS)]
     pub open_tools: String,
     /// o200k_base, cl100k_base, approx, or a tokenizer.json.
-    #[arg(long, default_value = "o200k_base")]
+    #[arg(long, default_value = "o200k_base", value_hint = clap::ValueHint::FilePath)]
     pub tokenizer: String,
 }
 

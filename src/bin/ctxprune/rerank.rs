@@ -11,7 +11,7 @@ pub struct RerankArgs {
     #[arg(long)]
     pub method: String,
     /// The pool, rows in MIPS order (row 0 = MIPS top-1): .npy, .safetensors[:NAME] or .jsonl.
-    #[arg(long)]
+    #[arg(long, value_hint = clap::ValueHint::FilePath)]
     pub embeddings: Option<String>,
     /// Query embedding: .npy of shape (d,) or (1, d), or a JSON array.
     #[arg(long)]

@@ -14,7 +14,7 @@ pub struct SelectArgs {
     pub method: String,
     /// Pool embeddings: .npy (2-D), .safetensors[:NAME] or .jsonl ({"embedding", "tokens", "text"}).
     /// Not needed by lexical when --texts is given.
-    #[arg(long)]
+    #[arg(long, value_hint = clap::ValueHint::FilePath)]
     pub embeddings: Option<String>,
     /// Query embedding: .npy of shape (d,) or (1, d), or a JSON array.
     #[arg(long)]
@@ -251,10 +251,17 @@ pub fn run(a: SelectArgs) -> Result<()> {
     // ---- selection (timed: normalising the rows in place and making them resident is
     // selection work, not I/O) ----
     let t = std::time::Instant::now();
+    // With --model the texts and the query text were used: embedded into the pool and
+    // the query. The selector is not handed them again (it would note them as unread).
+    let (req_texts, req_query_text) = if model.is_some() {
+        (None, None)
+    } else {
+        (texts.as_deref(), a.query_text.as_deref())
+    };
     let req = Request {
         query: query.as_deref(),
-        texts: texts.as_deref(),
-        query_text: a.query_text.as_deref(),
+        texts: req_texts,
+        query_text: req_query_text,
         costs: costs.as_deref(),
         retained: &retained,
         cancel: None,

@@ -70,6 +70,8 @@ pub fn run(a: TrainArgs) -> Result<()> {
         tau: a.tau,
         ..TrainConfig::default()
     };
+    // Sizes and settings before the log is read (or embedded).
+    cfg.check()?;
     // The log's embeddings are used as they are; decisions logged as text are embedded by
     // --model (frozen: the controller's features come from it at inference too).
     let (decisions, cfg) = match &a.model {
