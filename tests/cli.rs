@@ -14,6 +14,21 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
 
 /// [`run`] with `input` on stdin.
 pub fn run_with_input(args: &[&str], input: Option<&[u8]>) -> (i32, String, String) {
+    let (code, out, err) =
+        run_limited(args, input, std::time::Duration::from_secs(600)).expect("the CLI still ran after 600 s");
+    let (out, err) = (String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap());
+    assert!(!err.contains("panicked"), "the CLI panicked: {err}");
+    (code.unwrap_or(-1), out, err)
+}
+
+/// Runs the CLI with `input` on stdin (`CTXPRUNE_BACKEND` unset), killing it after
+/// `limit`: `None` when it had to be killed, else (exit code, stdout, stderr). Its output
+/// is read while it runs, so a command that writes much never blocks on a full pipe.
+pub fn run_limited(
+    args: &[&str],
+    input: Option<&[u8]>,
+    limit: std::time::Duration,
+) -> Option<(Option<i32>, Vec<u8>, Vec<u8>)> {
     use std::io::Write as _;
     use std::process::Stdio;
     let mut c = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
@@ -28,17 +43,46 @@ pub fn run_with_input(args: &[&str], input: Option<&[u8]>) -> (i32, String, Stri
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    if let Some(bytes) = input {
+    if let (Some(bytes), Some(mut pipe)) = (input, c.stdin.take()) {
+        let bytes = bytes.to_vec();
         // The CLI may refuse its flags before reading stdin: a broken pipe is fine here.
-        let _ = c.stdin.take().unwrap().write_all(bytes);
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&bytes);
+        });
     }
-    let o = c.wait_with_output().unwrap();
-    let (out, err) = (
-        String::from_utf8(o.stdout).unwrap(),
-        String::from_utf8(o.stderr).unwrap(),
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut b);
+            }
+            b
+        })
+    };
+    let out = drain(
+        c.stdout
+            .take()
+            .map(|r| Box::new(r) as Box<dyn std::io::Read + Send>),
     );
-    assert!(!err.contains("panicked"), "the CLI panicked: {err}");
-    (o.status.code().unwrap_or(-1), out, err)
+    let err = drain(
+        c.stderr
+            .take()
+            .map(|r| Box::new(r) as Box<dyn std::io::Read + Send>),
+    );
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > limit {
+            let _ = c.kill();
+            let _ = c.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    status.map(|s| (s.code(), out, err))
 }
 
 fn fixture(dir: &Path) -> (String, String) {

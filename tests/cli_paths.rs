@@ -4,10 +4,9 @@
 //! naming the path and what it is (a read of either would block or never end); an output
 //! that cannot be written fails with one line naming it and nothing on stdout.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// One row of cli_paths.tsv.
 struct Case {
@@ -94,43 +93,16 @@ fn fixtures(dir: &Path) {
     std::fs::write(dir.join("mass.json"), serde_json::to_string(&mass).unwrap()).unwrap();
 }
 
-/// Runs the binary with `args` (and `stdin`), killing it after 60 s; `None` when it had
-/// to be killed, else (exit code, stdout, stderr).
+/// Runs the binary with `args` (and the file `stdin` on stdin), killing it after 60 s;
+/// `None` when it had to be killed, else (exit code, stdout, stderr).
 fn run(args: &[String], stdin: Option<&Path>) -> Option<(Option<i32>, String, String)> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
-        .args(args)
-        .env_remove("CTXPRUNE_BACKEND")
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(p) = stdin {
-        let body = std::fs::read(p).unwrap();
-        let mut pipe = child.stdin.take().unwrap();
-        std::thread::spawn(move || {
-            // A command that fails before reading stdin closes the pipe: not an error.
-            let _ = pipe.write_all(&body);
-        });
-    }
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let o = child.wait_with_output().unwrap();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let input = stdin.map(|p| std::fs::read(p).unwrap());
+    let (code, out, err) = super::cli::run_limited(&args, input.as_deref(), Duration::from_secs(60))?;
     Some((
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
+        code,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
     ))
 }
 

@@ -194,6 +194,14 @@ impl Drop for Cli {
     }
 }
 
+/// A connection that sent a head and one byte of its 50-byte body, then nothing.
+fn half_body(addr: SocketAddr) -> TcpStream {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(b"POST /v1/mask HTTP/1.1\r\nhost: x\r\ncontent-length: 50\r\n\r\n{")
+        .unwrap();
+    c
+}
+
 /// Class 1: a half-sent head is timed out; a half-sent body gets 408; SIGTERM with such
 /// clients connected exits within the grace period (exit 0 when nothing was in flight,
 /// 3 when a request had to be abandoned, its client seeing the connection close).
@@ -223,9 +231,7 @@ fn half_sent_requests_time_out_and_sigterm_ends_within_the_grace() {
     // out within the grace period, so nothing is abandoned.
     let mut head = TcpStream::connect(s.addr).unwrap();
     head.write_all(b"GET /heal").unwrap();
-    let mut body = TcpStream::connect(s.addr).unwrap();
-    body.write_all(b"POST /v1/mask HTTP/1.1\r\nhost: x\r\ncontent-length: 50\r\n\r\n{")
-        .unwrap();
+    let mut body = half_body(s.addr);
     std::thread::sleep(Duration::from_millis(200));
     s.sigterm();
     let (code, took) = s.wait_exit(Duration::from_secs(6));
@@ -246,9 +252,7 @@ fn half_sent_requests_time_out_and_sigterm_ends_within_the_grace() {
 
     // A body that would take longer than the grace: abandoned at its end, exit 3.
     let mut s = Cli::start(&["--body-timeout", "60", "--grace", "1"]);
-    let mut body = TcpStream::connect(s.addr).unwrap();
-    body.write_all(b"POST /v1/mask HTTP/1.1\r\nhost: x\r\ncontent-length: 50\r\n\r\n{")
-        .unwrap();
+    let mut body = half_body(s.addr);
     std::thread::sleep(Duration::from_millis(200));
     s.sigterm();
     let (code, took) = s.wait_exit(Duration::from_secs(6));

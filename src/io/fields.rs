@@ -123,12 +123,12 @@ impl<'a> Fields<'a> {
     }
 
     /// An array read element by element by `conv`, naming `name[i]` (wanting `want`) at
-    /// the first element it refuses.
+    /// the first element it refuses (and hands back).
     fn array<T>(
         &mut self,
         name: &str,
         want: &str,
-        conv: impl Fn(Elem) -> Option<T>,
+        conv: impl Fn(Elem) -> std::result::Result<T, Elem>,
     ) -> Result<Option<Vec<T>>> {
         let Some(text) = self.raw(name) else {
             return Ok(None);
@@ -142,12 +142,12 @@ impl<'a> Fields<'a> {
         let mut out = Vec::new();
         let mut bad = None;
         let seed = Each {
-            f: &mut |i: usize, e: Elem| match conv(e.clone()) {
-                Some(v) => {
+            f: &mut |i: usize, e: Elem| match conv(e) {
+                Ok(v) => {
                     out.push(v);
                     true
                 }
-                None => {
+                Err(e) => {
                     bad = Some((i, e));
                     false
                 }
@@ -167,22 +167,22 @@ impl<'a> Fields<'a> {
 
     /// An array of finite numbers.
     pub fn nums(&mut self, name: &str) -> Result<Option<Vec<f64>>> {
-        self.array(name, "a finite number", |e| e.num())
+        self.array(name, "a finite number", |e| e.num().ok_or(e))
     }
 
     /// An array of non-negative integers.
     pub fn counts(&mut self, name: &str) -> Result<Option<Vec<usize>>> {
         self.array(name, "a non-negative integer", |e| match e {
-            Elem::U64(x) => usize::try_from(x).ok(),
-            _ => None,
+            Elem::U64(x) => usize::try_from(x).map_err(|_| e),
+            e => Err(e),
         })
     }
 
     /// An array of strings.
     pub fn strs(&mut self, name: &str) -> Result<Option<Vec<String>>> {
         self.array(name, "a string", |e| match e {
-            Elem::Str(s) => Some(s),
-            _ => None,
+            Elem::Str(s) => Ok(s),
+            e => Err(e),
         })
     }
 
@@ -239,7 +239,7 @@ fn shown(text: &str) -> String {
 
 /// An array element, as far as a reader needs it: nested arrays and objects are skipped,
 /// not built.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 enum Elem {
     U64(u64),
     I64(i64),
@@ -252,8 +252,8 @@ enum Elem {
 }
 
 impl Elem {
-    fn num(self) -> Option<f64> {
-        match self {
+    fn num(&self) -> Option<f64> {
+        match *self {
             Elem::U64(x) => Some(x as f64),
             Elem::I64(x) => Some(x as f64),
             Elem::F64(x) => Some(x),
@@ -379,10 +379,10 @@ impl<'de> Visitor<'de> for &mut Rows<'_> {
             let mut failed = None;
             let name = self.name;
             let data = &mut self.data;
-            let seen = a.next_element_seed(RowSeed {
+            let seen = a.next_element_seed(Each {
                 f: &mut |c: usize, e: Elem| {
                     let at = || format!("{name}[{r}][{c}]");
-                    let v = match e.clone().num() {
+                    let v = match e.num() {
                         Some(x) => narrow(&at(), x),
                         None => Err(Error::invalid(
                             at(),
@@ -402,21 +402,21 @@ impl<'de> Visitor<'de> for &mut Rows<'_> {
                     }
                 },
             });
-            if let Some(e) = failed {
-                *self.err = Some(e);
-                return Err(stop());
-            }
-            match seen {
-                Ok(Some(Some(()))) => {}
-                Ok(Some(None)) => {
+            match (seen, failed) {
+                (_, Some(e)) => {
+                    *self.err = Some(e);
+                    return Err(stop());
+                }
+                (Ok(Some(())), None) => {}
+                (Ok(None), None) => return Ok(()),
+                // The body is well-formed JSON: an error here is a row that is no array.
+                (Err(_), None) => {
                     *self.err = Some(Error::invalid(
                         format!("{}[{r}]", self.name),
                         "must be an array of numbers",
                     ));
                     return Err(stop());
                 }
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(e),
             }
             match self.dim {
                 None => self.dim = Some(row_len),
@@ -431,57 +431,6 @@ impl<'de> Visitor<'de> for &mut Rows<'_> {
             }
             self.rows += 1;
         }
-    }
-}
-
-/// One row: `Some(())` after its numbers, `None` when the element is not an array.
-struct RowSeed<'f> {
-    f: &'f mut dyn FnMut(usize, Elem) -> bool,
-}
-
-impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
-    type Value = Option<()>;
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Option<()>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for RowSeed<'_> {
-    type Value = Option<()>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a row of numbers")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> std::result::Result<Option<()>, A::Error> {
-        let mut c = 0;
-        while let Some(e) = a.next_element_seed(ElemSeed)? {
-            if !(self.f)(c, e) {
-                return Err(serde::de::Error::custom("stopped"));
-            }
-            c += 1;
-        }
-        Ok(Some(()))
-    }
-    fn visit_u64<E>(self, _: u64) -> std::result::Result<Option<()>, E> {
-        Ok(None)
-    }
-    fn visit_i64<E>(self, _: i64) -> std::result::Result<Option<()>, E> {
-        Ok(None)
-    }
-    fn visit_f64<E>(self, _: f64) -> std::result::Result<Option<()>, E> {
-        Ok(None)
-    }
-    fn visit_str<E>(self, _: &str) -> std::result::Result<Option<()>, E> {
-        Ok(None)
-    }
-    fn visit_bool<E>(self, _: bool) -> std::result::Result<Option<()>, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> std::result::Result<Option<()>, E> {
-        Ok(None)
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> std::result::Result<Option<()>, A::Error> {
-        while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(None)
     }
 }
 
@@ -507,58 +456,25 @@ pub fn matrix(name: &str, text: &str) -> Result<Embeddings> {
             Embeddings::new(n, d, data, name)
         }
         Some(b'{') => {
-            let v = json::value_str(text).map_err(|e| Error::invalid(name, e))?;
-            let serde_json::Value::Object(o) = v else {
-                return Err(Error::invalid(name, "must be an object"));
-            };
+            // The object's own fields, read as a body's are; errors name `name.field`.
             let sub = |k: &str| format!("{name}.{k}");
-            let get = |k: &str| o.get(k).filter(|v| !v.is_null()).cloned();
-            for k in o.keys() {
-                if !matches!(k.as_str(), "base64" | "dtype" | "shape") {
-                    return Err(Error::invalid(sub(k), "unknown field (base64, dtype, shape)"));
-                }
+            let inner = |e: Error| match e {
+                Error::InvalidArgument { name: k, msg } => Error::invalid(sub(&k), msg),
+                e => e,
+            };
+            let mut f = Fields::parse(text.as_bytes()).map_err(inner)?;
+            let b64 = f
+                .str("base64")
+                .map_err(inner)?
+                .ok_or_else(|| Error::invalid(sub("base64"), "required"))?;
+            let dtype = f.str("dtype").map_err(inner)?.unwrap_or_else(|| "f32".into());
+            let shape = f
+                .counts("shape")
+                .map_err(inner)?
+                .ok_or_else(|| Error::invalid(sub("shape"), "required: [rows, dimensions]"))?;
+            if let Some(k) = f.map.keys().next() {
+                return Err(Error::invalid(sub(k), "unknown field (base64, dtype, shape)"));
             }
-            let b64 = match get("base64") {
-                Some(serde_json::Value::String(s)) => s,
-                Some(v) => {
-                    return Err(Error::invalid(
-                        sub("base64"),
-                        format!("must be a string, got {}", shown(&v.to_string())),
-                    ))
-                }
-                None => return Err(Error::invalid(sub("base64"), "required")),
-            };
-            let dtype = match get("dtype") {
-                Some(serde_json::Value::String(s)) => s,
-                Some(v) => {
-                    return Err(Error::invalid(
-                        sub("dtype"),
-                        format!("must be a string, got {}", shown(&v.to_string())),
-                    ))
-                }
-                None => "f32".into(),
-            };
-            let shape: Vec<usize> = match get("shape") {
-                Some(serde_json::Value::Array(a)) => a
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| {
-                        x.as_u64().and_then(|x| usize::try_from(x).ok()).ok_or_else(|| {
-                            Error::invalid(
-                                format!("{}[{i}]", sub("shape")),
-                                format!("must be a non-negative integer, got {}", shown(&x.to_string())),
-                            )
-                        })
-                    })
-                    .collect::<Result<_>>()?,
-                Some(v) => {
-                    return Err(Error::invalid(
-                        sub("shape"),
-                        format!("must be an array, got {}", shown(&v.to_string())),
-                    ))
-                }
-                None => return Err(Error::invalid(sub("shape"), "required: [rows, dimensions]")),
-            };
             let &[n, d] = shape.as_slice() else {
                 return Err(Error::invalid(
                     sub("shape"),
