@@ -161,6 +161,98 @@ impl Embeddings {
         Ok(inv)
     }
 
+    /// The unit rows of a borrowed row-major matrix in one parallel pass over it, with
+    /// what the selectors read beside them: each row is checked (finite, non-zero),
+    /// divided by its `f64` norm and rounded once to `f32` (as [`normalize`](Self::normalize)),
+    /// and, while it is in cache, its exact inverse norm and its relevance
+    /// `cos(row, query)` (as the selectors compute it) are taken. The same bits as
+    /// [`Embeddings::new`], [`normalize`](Self::normalize), [`inv_norms`](Self::inv_norms)
+    /// and a relevance pass run one after another, on every thread count; the errors are
+    /// theirs too (the first non-finite value, else the first zero row).
+    pub fn unit_rows(
+        data: &[f32],
+        rows: usize,
+        dim: usize,
+        source: &str,
+        query: Option<&[f32]>,
+    ) -> Result<UnitRows> {
+        use rayon::prelude::*;
+        if dim == 0 {
+            return Err(Error::invalid(source, "embedding dimension is 0"));
+        }
+        if rows.checked_mul(dim) != Some(data.len()) {
+            return Err(Error::invalid(
+                source,
+                format!("{} values do not fill {rows} rows of dimension {dim}", data.len()),
+            ));
+        }
+        // A query the selectors would refuse (wrong dimension, not finite, zero) gets no
+        // relevance here: the selection names it, after the rows, as it always has.
+        let query = query.filter(|q| q.len() == dim && unit_vector(q, "query").is_ok());
+        let inv_q = query.map(|q| 1.0 / crate::backend::cpu::dot(q, q).sqrt());
+        let mut out = vec![0.0f32; data.len()];
+        let mut inv = vec![0.0f64; rows];
+        let mut rel = vec![0.0f64; rows];
+        // Per task: the first non-finite value's position and the first zero row.
+        const TASK: usize = 64;
+        let first_bad: (Option<usize>, Option<usize>) = out
+            .par_chunks_mut(TASK * dim)
+            .zip(inv.par_chunks_mut(TASK))
+            .zip(rel.par_chunks_mut(TASK))
+            .enumerate()
+            .map(|(t, ((o, iv), rv))| {
+                let base = t * TASK;
+                let mut zero = None;
+                let rows = o.chunks_exact_mut(dim).zip(iv.iter_mut()).zip(rv.iter_mut());
+                for (r, ((orow, i), rl)) in rows.enumerate() {
+                    let row = &data[(base + r) * dim..(base + r + 1) * dim];
+                    // The f64 sum of squares of f32 values is finite unless a value is not.
+                    let n = crate::backend::cpu::dot(row, row).sqrt();
+                    if !n.is_finite() {
+                        let c = row.iter().position(|v| !v.is_finite()).unwrap_or(0);
+                        return (Some((base + r) * dim + c), zero);
+                    }
+                    if n == 0.0 {
+                        zero = zero.or(Some(base + r));
+                        continue;
+                    }
+                    crate::backend::cpu::div_round_into(row, orow, n);
+                    *i = 1.0 / crate::backend::cpu::dot(orow, orow).sqrt();
+                    if let (Some(q), Some(iq)) = (query, inv_q) {
+                        *rl = crate::backend::cpu::dot(orow, q) * (*i * iq);
+                    }
+                }
+                (None, zero)
+            })
+            .reduce(|| (None, None), |a, b| (a.0.or(b.0), a.1.or(b.1)));
+        if let (Some(pos), _) = first_bad {
+            return Err(Error::NonFinite {
+                source_name: source.to_string(),
+                row: pos / dim,
+                col: pos % dim,
+                value: data[pos],
+            });
+        }
+        if let (None, Some(row)) = first_bad {
+            return Err(Error::ZeroNorm {
+                source_name: source.to_string(),
+                row,
+            });
+        }
+        let e = Embeddings {
+            rows,
+            dim,
+            data: out,
+            unit: true,
+            source: source.to_string(),
+        };
+        Ok(UnitRows {
+            e,
+            inv,
+            rel: query.map(|_| rel),
+        })
+    }
+
     /// A unit-normalised copy (see [`normalize`](Self::normalize)).
     pub fn normalized(&self) -> Result<Self> {
         let mut e = self.clone();
@@ -196,6 +288,19 @@ impl Embeddings {
         e.unit = self.unit;
         Ok(e)
     }
+}
+
+/// What [`Embeddings::unit_rows`] returns: the unit rows, their exact inverse norms, and
+/// each row's relevance to the query when one was given.
+#[derive(Clone, Debug)]
+pub struct UnitRows {
+    /// The unit-normalised rows.
+    pub e: Embeddings,
+    /// `1 / ‖row‖` of each unit row, in `f64` (1 up to rounding).
+    pub inv: Vec<f64>,
+    /// `cos(row, query)` of each row, as the selectors compute it; `None` without a
+    /// query, or with one the selectors refuse.
+    pub rel: Option<Vec<f64>>,
 }
 
 /// Validates a single vector (a query) and returns it unit-normalised.

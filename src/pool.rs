@@ -56,12 +56,40 @@ impl Pool {
     /// bf16 halve device memory and serve [`Pool::gram`] on tensor cores; greedy selection
     /// and the reranking GP need f32 rows on the device and say so; the CPU keeps f32
     /// rows, so half storage on a CPU engine is an error.
-    pub fn with_storage(engine: &Engine, mut e: Embeddings, storage: Storage) -> Result<Pool> {
+    pub fn with_storage(engine: &Engine, e: Embeddings, storage: Storage) -> Result<Pool> {
         if e.is_empty() {
             return Err(Error::Empty(format!("pool {}", e.source_name())));
         }
-        e.normalize()?;
-        let inv = e.inv_norms()?;
+        let (e, inv) = if e.is_unit() {
+            let inv = e.inv_norms()?;
+            (e, inv)
+        } else {
+            let u = Embeddings::unit_rows(e.as_slice(), e.rows(), e.dim(), e.source_name(), None)?;
+            (u.e, u.inv)
+        };
+        Pool::resident(engine, e, inv, storage)
+    }
+
+    /// A pool of a borrowed row-major matrix (`rows × dim` values, named `source` in
+    /// errors): read once, checked, unit-normalised into the pool's own copy in the same
+    /// pass (see [`Embeddings::unit_rows`]); the same pool as [`Pool::with_storage`] of an
+    /// owned copy, bit for bit.
+    pub fn from_slice(
+        engine: &Engine,
+        data: &[f32],
+        rows: usize,
+        dim: usize,
+        source: &str,
+        storage: Storage,
+    ) -> Result<Pool> {
+        if rows == 0 {
+            return Err(Error::Empty(format!("pool {source}")));
+        }
+        let u = Embeddings::unit_rows(data, rows, dim, source, None)?;
+        Pool::resident(engine, u.e, u.inv, storage)
+    }
+
+    fn resident(engine: &Engine, e: Embeddings, inv: Vec<f64>, storage: Storage) -> Result<Pool> {
         let resident = engine.resident_as(&e, &inv, storage)?;
         Ok(Pool {
             inner: Arc::new(Inner {
@@ -83,7 +111,17 @@ impl Pool {
 
     /// [`Pool::new`] from a borrowed matrix (one copy).
     pub fn from_embeddings(engine: &Engine, e: &Embeddings) -> Result<Pool> {
-        Pool::new(engine, e.clone())
+        if e.is_unit() || e.is_empty() {
+            return Pool::new(engine, e.clone());
+        }
+        Pool::from_slice(
+            engine,
+            e.as_slice(),
+            e.rows(),
+            e.dim(),
+            e.source_name(),
+            Storage::F32,
+        )
     }
 
     /// Rows.

@@ -22,6 +22,7 @@ mod duplicates;
 mod embed;
 #[cfg(feature = "cuda-emu")]
 mod emulator;
+mod fast_paths;
 mod files;
 mod fuzz_regressions;
 #[cfg(feature = "http")]

@@ -118,6 +118,76 @@ fn embeddings(rows: &[Vec<f32>]) -> Embeddings {
 }
 
 #[test]
+fn a_batch_of_queries_answers_as_one_select_per_query() {
+    let s = Server::start(quiet());
+    let rows = pool_rows(83, 11, 4);
+    let qs: Vec<Vec<f32>> = [3usize, 40, 77]
+        .iter()
+        .map(|&i| rows[i].iter().map(|x| x + 0.2).collect())
+        .collect();
+    let engine = Engine::cpu();
+    let pool = Pool::new(&engine, embeddings(&rows)).unwrap();
+    let (st, _, _) = call("PUT", &s.url("/v1/pools/b"), Some(&json!({"embeddings": rows})));
+    assert_eq!(st, 200);
+    for method in ["mmr", "dpp", "coverage"] {
+        let opts = SelectOptions {
+            method,
+            k: Some(5),
+            ..SelectOptions::default()
+        };
+        let sel = Selector::new(&engine, opts.config().unwrap()).unwrap();
+        for body in [
+            json!({"method": method, "k": 5, "pool": "b", "queries": qs}),
+            json!({"method": method, "k": 5, "embeddings": rows, "queries": qs}),
+        ] {
+            let (st, v) = post(&s, "/v1/select", body);
+            assert_eq!(st, 200, "{method}: {v}");
+            let results = v["results"].as_array().expect("results");
+            assert_eq!(results.len(), qs.len());
+            for (q, r) in qs.iter().zip(results) {
+                let want = sel
+                    .select(
+                        &pool,
+                        &Request {
+                            query: Some(q),
+                            ..Request::default()
+                        },
+                    )
+                    .unwrap();
+                assert_eq!(r["selected"], json!(want.selected), "{method}");
+                assert_eq!(r["gains"], json!(want.gains), "{method}");
+            }
+        }
+    }
+    // Bad batches name what is wrong.
+    let mut bad_q = qs.clone();
+    bad_q[1] = vec![0.0; 11];
+    for (body, field) in [
+        (
+            json!({"method": "mmr", "k": 2, "pool": "b", "queries": qs, "query": qs[0]}),
+            "queries",
+        ),
+        (
+            json!({"method": "mmr", "k": 2, "pool": "b", "queries": bad_q}),
+            "queries[1]",
+        ),
+        (
+            json!({"method": "mmr", "k": 2, "pool": "b", "queries": [[1.0, 2.0]]}),
+            "queries[0]",
+        ),
+        (
+            json!({"method": "lexical", "k": 2, "queries": qs, "texts": ["a"], "query_text": "a"}),
+            "queries",
+        ),
+        (json!({"method": "mmr", "k": 2, "queries": qs}), "pool"),
+    ] {
+        let (st, v) = post(&s, "/v1/select", body);
+        assert_eq!(st, 422, "{field}: {v}");
+        assert!(v["error"].as_str().unwrap_or("").contains(field), "{field}: {v}");
+    }
+}
+
+#[test]
 fn select_inline_named_and_base64_equal_the_library() {
     let s = Server::start(quiet());
     let rows = pool_rows(97, 13, 3);

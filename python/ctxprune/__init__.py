@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -151,14 +151,49 @@ class Selector:
         embeddings). `query`: a d-vector (mmr, dpp, hybrid need it; coverage and dpp weigh
         by it when given); `costs`: each row's token cost (> 0); `retained`: rows already in
         the context, in the order they were added; `texts` / `query_text`: lexical."""
-        p = _pool(pool, self.engine)
+        # A Pool is resident; an array is read once per call (float32 C-contiguous
+        # arrays are borrowed, not copied).
+        if pool is None or isinstance(pool, Pool):
+            rows = None if pool is None else pool._pool
+        else:
+            rows = _floats(pool, "embeddings", 2)
         return self._sel.select(
-            None if p is None else p._pool,
+            rows,
             None if query is None else _floats(query, "query", 1),
             costs=None if costs is None else _numbers(costs, "costs"),
             retained=_indices(retained, "retained"),
             texts=None if texts is None else list(texts),
             query_text=query_text,
+        )
+
+    def select_many(
+        self,
+        pool: "Pool",
+        queries: Any,
+        *,
+        costs: Any = None,
+        retained: Iterable[int] = (),
+    ) -> List[Selection]:
+        """One selection per row of `queries` (a Q x d array) over the resident `pool`:
+        the same selections as `[self.select(pool, q) for q in queries]`, with the
+        passes over the pool shared between them. `costs` and `retained` apply to every
+        query. An error names the query it came from (`queries[3]: ...`).
+
+        >>> import numpy as np, ctxprune
+        >>> pool = ctxprune.Pool(np.eye(3, dtype=np.float32) + 0.1)
+        >>> s = ctxprune.Selector("mmr", k=1)
+        >>> [sel.indices.tolist() for sel in s.select_many(pool, np.eye(3, dtype=np.float32))]
+        [[0], [1], [2]]
+        """
+        if not isinstance(pool, Pool):
+            raise InvalidInputError(
+                f"invalid pool: select_many needs a ctxprune.Pool, got {type(pool).__name__}"
+            )
+        return self._sel.select_many(
+            pool._pool,
+            _floats(queries, "queries", 2),
+            costs=None if costs is None else _numbers(costs, "costs"),
+            retained=_indices(retained, "retained"),
         )
 
     def __repr__(self) -> str:

@@ -1,7 +1,7 @@
 # Type stubs of the extension module (python/src/). The public API is ctxprune/__init__.py,
 # which wraps these with argument checks and docs.
 from os import PathLike
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -74,7 +74,7 @@ class Selector:
     ) -> None: ...
     def select(
         self,
-        pool: Optional[Pool],
+        pool: Union[Pool, npt.NDArray[Any], None],
         query: Optional[npt.NDArray[Any]] = None,
         *,
         costs: Optional[Sequence[float]] = None,
@@ -82,6 +82,14 @@ class Selector:
         texts: Optional[Sequence[str]] = None,
         query_text: Optional[str] = None,
     ) -> Selection: ...
+    def select_many(
+        self,
+        pool: Pool,
+        queries: npt.NDArray[Any],
+        *,
+        costs: Optional[Sequence[float]] = None,
+        retained: Sequence[int] = (),
+    ) -> List[Selection]: ...
     @property
     def method(self) -> str: ...
     @property

@@ -1,10 +1,10 @@
 //! numpy arrays in: float32, float16 and float64, C-contiguous (the Python side makes
-//! other layouts contiguous, and refuses other dtypes, before they get here). Each is read
-//! once into owned f32 rows; a float64 value that does not fit in f32 is an error naming
-//! its position, never an infinity or a silent zero.
+//! other layouts contiguous, and refuses other dtypes, before they get here). A float32
+//! matrix is borrowed (the library reads it once); the others are read once into f32
+//! rows; a float64 value that does not fit in f32 is an error naming its position, never
+//! an infinity or a silent zero.
 
 use crate::errors::{invalid, IntoPy};
-use ctxprune::Embeddings;
 use numpy::PyReadonlyArrayDyn;
 use pyo3::prelude::*;
 
@@ -35,14 +35,26 @@ fn values(py: Python<'_>, a: &Bound<'_, PyAny>, what: &str, cols: usize) -> PyRe
     ))
 }
 
-/// An N x d matrix from a 2-D array.
-pub fn matrix(py: Python<'_>, a: &Bound<'_, PyAny>, what: &str) -> PyResult<Embeddings> {
+/// `f` over the rows of a 2-D array, with the GIL released: a float32 C-contiguous array
+/// is borrowed as it is (no copy here: the library reads it once), float16 and float64 are
+/// read into f32 first (naming a float64 value that does not fit).
+pub fn with_rows<T: Send>(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    what: &str,
+    f: impl FnOnce(&[f32], usize, usize) -> ctxprune::Result<T> + Send,
+) -> PyResult<T> {
     let shape: (usize, usize) = a
         .getattr("shape")?
         .extract()
         .map_err(|_| invalid(py, what, "must be 2-D (rows x dimensions)"))?;
+    if let Ok(r) = a.extract::<PyReadonlyArrayDyn<'_, f32>>() {
+        if let Ok(v) = r.as_slice() {
+            return py.detach(|| f(v, shape.0, shape.1)).py(py);
+        }
+    }
     let v = values(py, a, what, shape.1)?;
-    Embeddings::new(shape.0, shape.1, v, what).py(py)
+    py.detach(|| f(&v, shape.0, shape.1)).py(py)
 }
 
 /// A vector from a 1-D array.

@@ -97,11 +97,10 @@ impl Pool {
                 ))
             }
         };
-        let e = arrays::matrix(py, embeddings, "embeddings")?;
-        let engine = engine.inner.clone();
-        let inner = py
-            .detach(|| ctxprune::Pool::with_storage(&engine, e, storage))
-            .py(py)?;
+        let engine = &engine.inner;
+        let inner = arrays::with_rows(py, embeddings, "embeddings", |data, rows, dim| {
+            ctxprune::Pool::from_slice(engine, data, rows, dim, "embeddings", storage)
+        })?;
         Ok(Pool { inner })
     }
 

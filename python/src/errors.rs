@@ -32,6 +32,13 @@ pub fn to_py(py: Python<'_>, e: &Error) -> PyErr {
     }
 }
 
+/// The exception for `e`, its message prefixed with `at` (which of many requests).
+pub fn to_py_at(py: Python<'_>, at: &str, e: &Error) -> PyErr {
+    let err = to_py(py, e);
+    let msg = format!("{at}: {}", err.value(py));
+    PyErr::from_type(err.get_type(py), msg)
+}
+
 /// An `InvalidInputError` naming `name`, for arguments checked here.
 pub fn invalid(py: Python<'_>, name: &str, msg: impl Into<String>) -> PyErr {
     to_py(py, &Error::invalid(name, msg))

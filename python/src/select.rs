@@ -2,7 +2,7 @@
 
 use crate::arrays;
 use crate::engine::{Engine, Pool};
-use crate::errors::{invalid, IntoPy};
+use crate::errors::{invalid, to_py_at, IntoPy};
 use ctxprune::select::{check_reads, Request, SelectOptions};
 use numpy::PyArray1;
 use pyo3::prelude::*;
@@ -57,13 +57,14 @@ impl Selector {
         Ok(Selector { inner })
     }
 
-    /// Selects from `pool` (None for lexical without embeddings).
+    /// Selects from `pool`: a Pool, an N x d array (float16/32/64, C-contiguous), or None
+    /// for lexical without embeddings.
     #[pyo3(signature = (pool, query = None, *, costs = None, retained = Vec::new(), texts = None, query_text = None))]
     #[allow(clippy::too_many_arguments)]
     fn select(
         &self,
         py: Python<'_>,
-        pool: Option<&Pool>,
+        pool: Option<&Bound<'_, PyAny>>,
         query: Option<&Bound<'_, PyAny>>,
         costs: Option<Vec<f64>>,
         retained: Vec<i64>,
@@ -74,20 +75,69 @@ impl Selector {
         check_reads(method, query.is_some(), query_text.is_some(), texts.is_some()).py(py)?;
         let query = query.map(|q| arrays::vector(py, q, "query")).transpose()?;
         let retained = indices(py, retained, "retained")?;
-        let sel = py
-            .detach(|| {
-                let req = Request {
-                    query: query.as_deref(),
-                    texts: texts.as_deref(),
-                    query_text: query_text.as_deref(),
+        let req = Request {
+            query: query.as_deref(),
+            texts: texts.as_deref(),
+            query_text: query_text.as_deref(),
+            costs: costs.as_deref(),
+            retained: &retained,
+            cancel: None,
+        };
+        let sel = match pool {
+            // An array: borrowed when float32 and C-contiguous, read once into the
+            // selection's unit rows either way (the same bits as a Pool of it).
+            Some(a) if !a.is_instance_of::<Pool>() => {
+                arrays::with_rows(py, a, "embeddings", |data, rows, dim| {
+                    self.inner.select_rows(data, rows, dim, "embeddings", &req)
+                })?
+            }
+            p => {
+                let p = p
+                    .map(|p| p.cast::<Pool>())
+                    .transpose()?
+                    .map(|p| p.get().inner.clone());
+                py.detach(|| self.inner.select_maybe_pool(p.as_ref(), &req))
+                    .py(py)?
+            }
+        };
+        Ok(Selection::from(sel))
+    }
+
+    /// Runs one selection per row of `queries` (a Q x d array) over `pool`, sharing the
+    /// passes over it; the same selections as Q calls of `select`. `costs` and `retained`
+    /// apply to every query. An error names the query it came from.
+    #[pyo3(signature = (pool, queries, *, costs = None, retained = Vec::new()))]
+    fn select_many(
+        &self,
+        py: Python<'_>,
+        pool: &Pool,
+        queries: &Bound<'_, PyAny>,
+        costs: Option<Vec<f64>>,
+        retained: Vec<i64>,
+    ) -> PyResult<Vec<Selection>> {
+        let retained = indices(py, retained, "retained")?;
+        let out = arrays::with_rows(py, queries, "queries", |data, q, dim| {
+            if q == 0 {
+                return Err(ctxprune::Error::Empty("queries".into()));
+            }
+            let reqs: Vec<Request<'_>> = data
+                .chunks_exact(dim)
+                .map(|query| Request {
+                    query: Some(query),
                     costs: costs.as_deref(),
                     retained: &retained,
-                    cancel: None,
-                };
-                self.inner.select_maybe_pool(pool.map(|p| &p.inner), &req)
+                    ..Request::default()
+                })
+                .collect();
+            Ok(self.inner.select_many(&pool.inner, &reqs))
+        })?;
+        out.into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                r.map(Selection::from)
+                    .map_err(|e| to_py_at(py, &format!("queries[{i}]"), &e))
             })
-            .py(py)?;
-        Ok(Selection::from(sel))
+            .collect()
     }
 
     /// The method's name.

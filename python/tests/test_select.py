@@ -108,6 +108,48 @@ def test_a_pool_is_reused_across_selectors_and_threads(rng):
         np.testing.assert_array_equal(o.gains, want.gains)
 
 
+@pytest.mark.parametrize("method", ["mmr", "grn", "centroid", "dpp", "coverage", "hybrid"])
+def test_a_borrowed_array_selects_as_a_pool_of_it_bit_for_bit(rng, method):
+    X, q, costs = problem(rng, 157, 29)
+    X = X.astype(np.float32)
+    assert X.flags.c_contiguous  # borrowed: read in place, not copied
+    before = X.copy()
+    kw = dict(k=9, threshold=-5.0) if method == "hybrid" else dict(k=9)
+    s = ctxprune.Selector(method, engine=CPU, **kw)
+    query = None if method in ("grn", "centroid") else q
+    got = s.select(X, query, costs=costs)
+    want = s.select(ctxprune.Pool(X, engine=CPU), query, costs=costs)
+    assert got.indices.tolist() == want.indices.tolist()
+    assert got.gains.tobytes() == want.gains.tobytes()
+    np.testing.assert_array_equal(X, before)  # the caller's array is never written
+
+
+def test_select_many_equals_one_select_per_query(rng):
+    X, _, costs = problem(rng, 233, 17)
+    pool = ctxprune.Pool(X, engine=CPU)
+    Q = np.stack([problem(rng, 5, 17)[1] for _ in range(7)]).astype(np.float32)
+    for method, kw in [("mmr", dict(k=8)), ("dpp", dict(k=6)), ("coverage", dict(token_budget=900.0))]:
+        s = ctxprune.Selector(method, engine=CPU, **kw)
+        c = costs if "token_budget" in kw else None
+        many = s.select_many(pool, Q, costs=c, retained=[3])
+        assert len(many) == len(Q)
+        for q, got in zip(Q, many):
+            want = s.select(pool, q, costs=c, retained=[3])
+            assert got.indices.tolist() == want.indices.tolist(), method
+            assert got.gains.tobytes() == want.gains.tobytes(), method
+    s = ctxprune.Selector("mmr", k=3, engine=CPU)
+    bad = Q.copy()
+    bad[4] = 0.0
+    with pytest.raises(ctxprune.InvalidInputError, match=r"queries\[4\]"):
+        s.select_many(pool, bad)
+    with pytest.raises(ctxprune.InvalidInputError, match="queries"):
+        s.select_many(pool, Q[:, :5])
+    with pytest.raises(ctxprune.InvalidInputError, match="Pool"):
+        s.select_many(X, Q)
+    with pytest.raises(ctxprune.InvalidInputError, match="2-D"):
+        s.select_many(pool, Q[0])
+
+
 def test_engine_reports_its_backend():
     e = ctxprune.Engine("cpu")
     assert e.backend == "cpu" and e.fallback_reason is None and e.device is None

@@ -602,7 +602,54 @@ impl Selector {
     pub fn select(&self, pool: &Pool, req: &Request<'_>) -> Result<Selection> {
         pool.check_engine(&self.engine, "selector")?;
         let rows = pool.rows();
-        self.run(Some(&rows), pool.len(), req)
+        self.run(Some(&rows), None, pool.len(), req)
+    }
+
+    /// Runs every request of `reqs` over `pool`, each answered as [`Selector::select`]
+    /// answers it alone (the same result, bit for bit, errors included), with the work
+    /// shared: the relevance of every row to every request's query is taken in one read
+    /// of the pool, then the requests run side by side on the engine's cores.
+    ///
+    /// ```
+    /// use ctxprune::select::{Method, Request, SelectConfig, Selector};
+    /// use ctxprune::{Embeddings, Engine, Pool};
+    /// let engine = Engine::cpu();
+    /// let pool = Pool::new(&engine, Embeddings::new(3, 2, vec![1.0, 0.0, 0.99, 0.1, 0.0, 1.0], "docs")?)?;
+    /// let s = Selector::new(&engine, SelectConfig::new(Method::Mmr).k(2))?;
+    /// let (a, b) = ([1.0f32, 0.0], [0.0f32, 1.0]);
+    /// let reqs = [Request { query: Some(&a), ..Default::default() }, Request { query: Some(&b), ..Default::default() }];
+    /// let out = s.select_many(&pool, &reqs);
+    /// assert_eq!(out[0].as_ref().unwrap().selected, s.select(&pool, &reqs[0])?.selected);
+    /// assert_eq!(out[1].as_ref().unwrap().selected[0], 2);
+    /// # Ok::<(), ctxprune::Error>(())
+    /// ```
+    #[must_use]
+    pub fn select_many(&self, pool: &Pool, reqs: &[Request<'_>]) -> Vec<Result<Selection>> {
+        use rayon::prelude::*;
+        let rows = pool.rows();
+        let m = self.cfg.method;
+        // The queries the selection would read and accept, relevance for all in one pass.
+        let valid = |q: &[f32]| q.len() == pool.dim() && crate::embeddings::unit_vector(q, "query").is_ok();
+        let shared: Vec<usize> = (0..reqs.len())
+            .filter(|&i| m != Method::Lexical && m.reads_query() && reqs[i].query.is_some_and(valid))
+            .collect();
+        let qs: Vec<&[f32]> = shared.iter().filter_map(|&i| reqs[i].query).collect();
+        let mut rels: Vec<Option<Vec<f64>>> = vec![None; reqs.len()];
+        if pool.check_engine(&self.engine, "selector").is_ok() && !qs.is_empty() {
+            let dots = crate::backend::cpu::matvec_many(rows.e.as_slice(), rows.e.dim(), &qs);
+            for ((&i, q), mut r) in shared.iter().zip(&qs).zip(dots) {
+                let inv_q = 1.0 / crate::backend::cpu::dot(q, q).sqrt();
+                r.iter_mut().zip(rows.inv).for_each(|(v, &iv)| *v *= iv * inv_q);
+                rels[i] = Some(r);
+            }
+        }
+        rels.into_par_iter()
+            .zip(reqs.par_iter())
+            .map(|(rel, req)| {
+                pool.check_engine(&self.engine, "selector")?;
+                self.run(Some(&rows), rel, pool.len(), req)
+            })
+            .collect()
     }
 
     /// Selects from `pool`, or, without one, from the request alone (lexical over texts):
@@ -648,23 +695,53 @@ impl Selector {
             }
         }
         match inp.embeddings {
-            Some(e) if m != Method::Lexical && n > 0 => {
-                let unit = if e.is_unit() {
-                    std::borrow::Cow::Borrowed(e)
-                } else {
-                    std::borrow::Cow::Owned(e.normalized()?)
-                };
-                let inv = unit.inv_norms()?;
-                let resident = self.engine.resident(&unit, &inv)?;
+            Some(e) if m != Method::Lexical && n > 0 && e.is_unit() => {
+                let inv = e.inv_norms()?;
+                let resident = self.engine.resident(e, &inv)?;
                 let rows = Rows {
-                    e: &unit,
+                    e,
                     inv: &inv,
                     resident: &resident,
                 };
-                self.run(Some(&rows), n, &inp.request())
+                self.run(Some(&rows), None, n, &inp.request())
             }
-            _ => self.run(None, n, &inp.request()),
+            Some(e) if m != Method::Lexical && n > 0 => {
+                self.select_rows(e.as_slice(), e.rows(), e.dim(), e.source_name(), &inp.request())
+            }
+            _ => self.run(None, None, n, &inp.request()),
         }
+    }
+
+    /// Selects from a borrowed row-major `f32` matrix (`rows × dim`, named `source` in
+    /// errors), such as a caller's array: one parallel pass checks it, unit-normalises it
+    /// into a scratch copy and takes each row's relevance to the query from the same read
+    /// ([`crate::Embeddings::unit_rows`]); then the selection runs as over a [`Pool`] of the
+    /// same rows, with the same result bit for bit. Lexical reads no rows: use
+    /// [`Selector::select_inputs`].
+    pub fn select_rows(
+        &self,
+        data: &[f32],
+        rows: usize,
+        dim: usize,
+        source: &str,
+        req: &Request<'_>,
+    ) -> Result<Selection> {
+        if rows == 0 {
+            return Err(Error::Empty("candidate pool".into()));
+        }
+        let query = if self.cfg.method.reads_query() {
+            req.query
+        } else {
+            None
+        };
+        let u = crate::Embeddings::unit_rows(data, rows, dim, source, query)?;
+        let resident = self.engine.resident(&u.e, &u.inv)?;
+        let r = Rows {
+            e: &u.e,
+            inv: &u.inv,
+            resident: &resident,
+        };
+        self.run(Some(&r), u.rel, rows, req)
     }
 
     /// The method's facts (SPEC §1), written once for every backend: its stopping floor
@@ -688,7 +765,14 @@ impl Selector {
         (Facts { floor }, kind)
     }
 
-    fn run(&self, rows: Option<&Rows<'_>>, n: usize, req: &Request<'_>) -> Result<Selection> {
+    /// `rel`: the rows' relevance to `req.query` when the caller computed it already.
+    fn run(
+        &self,
+        rows: Option<&Rows<'_>>,
+        rel: Option<Vec<f64>>,
+        n: usize,
+        req: &Request<'_>,
+    ) -> Result<Selection> {
         let m = self.cfg.method;
         let mode = self.cfg.mode;
         // --- validate the request before any work ----------------------------------------
@@ -795,7 +879,10 @@ impl Selector {
         };
         let (facts, kind) = self.facts(n);
         let dense = match rows {
-            Some(r) if m != Method::Lexical => Some(Dense::new(r, query)?),
+            Some(r) if m != Method::Lexical => Some(match (query, rel) {
+                (Some(_), Some(rel)) => Dense::with_rel(r, rel),
+                _ => Dense::new(r, query)?,
+            }),
             _ => None,
         };
         let mut ran_on = BackendKind::Cpu;

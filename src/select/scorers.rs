@@ -41,6 +41,17 @@ impl<'a> Dense<'a> {
         Ok(Dense { e, inv, rel })
     }
 
+    /// The pool's unit rows with relevance already computed (by
+    /// [`crate::Embeddings::unit_rows`], in the pass that made the rows): the same
+    /// numbers [`Dense::new`] computes.
+    pub fn with_rel(rows: &Rows<'a>, rel: Vec<f64>) -> Self {
+        Dense {
+            e: rows.e,
+            inv: rows.inv,
+            rel: Some(rel),
+        }
+    }
+
     #[inline]
     pub fn cos(&self, x: usize, y: usize) -> f64 {
         cpu::dot(self.e.row(x), self.e.row(y)) * self.inv[x] * self.inv[y]

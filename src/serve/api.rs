@@ -83,12 +83,29 @@ pub fn select(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
     let cfg = opts.config()?;
     let m = cfg.method_kind();
     let query = f.vector("query")?;
+    let queries = f.matrix("queries")?;
     let costs = f.nums("costs")?;
     let retained = f.counts("retained")?.unwrap_or_default();
     let texts = f.strs("texts")?;
     let query_text = f.str("query_text")?;
     let pool = pool_of(s, &mut f, m != Method::Lexical)?;
     f.done()?;
+    if let Some(qs) = queries {
+        if query.is_some() {
+            return Err(Error::invalid("queries", "give \"query\" or \"queries\", not both").into());
+        }
+        if texts.is_some() || query_text.is_some() || m == Method::Lexical {
+            return Err(Error::invalid(
+                "queries",
+                "a batch runs over embeddings: lexical and texts take one query",
+            )
+            .into());
+        }
+        let Some(pool) = pool else {
+            return Err(Error::invalid("pool", "give a pool name or \"embeddings\"").into());
+        };
+        return select_batch(s, &cfg, pool, &qs, costs.as_deref(), &retained, cancel);
+    }
     check_reads(m, query.is_some(), query_text.is_some(), texts.is_some())?;
     let (n, d) = match (&pool, &texts) {
         (Some(p), _) => p.shape(),
@@ -112,6 +129,65 @@ pub fn select(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
     let mut out = sel.to_json(t.elapsed().as_secs_f64() * 1e3, costs.is_some());
     out["notes"] = json!(sel.notes);
     Ok(out)
+}
+
+/// `POST /v1/select` with `"queries"` (a Q x d matrix): one selection per query over the
+/// one pool, the passes over it shared ([`Selector::select_many`]); `{"results": [...]}`
+/// with one `/v1/select` answer per query, in order. Any query's error fails the batch,
+/// naming it (`queries[3]`).
+fn select_batch(
+    s: &Shared,
+    cfg: &crate::select::SelectConfig,
+    pool: PoolArg,
+    qs: &Embeddings,
+    costs: Option<&[f64]>,
+    retained: &[usize],
+    cancel: &Cancel,
+) -> Result<Value, ApiError> {
+    let (n, d) = pool.shape();
+    let m = cfg.method_kind();
+    check_reads(m, true, false, false)?;
+    let reqs: Vec<Request<'_>> = (0..qs.rows())
+        .map(|i| Request {
+            query: Some(qs.row(i)),
+            costs,
+            retained,
+            cancel: Some(cancel),
+            ..Request::default()
+        })
+        .collect();
+    let each = reqs
+        .first()
+        .map_or_else(Estimate::default, |r| cfg.estimate(n, d, r));
+    let q = qs.rows() as f64;
+    let cost = Estimate {
+        ops: each.ops * q,
+        bytes: each.bytes * q,
+    } + pool.cost();
+    s.admit(
+        &format!(
+            "this batch of {} {} selections over {n} items",
+            qs.rows(),
+            m.name()
+        ),
+        cost,
+    )?;
+    let pool = pool.resident(s)?;
+    let selector = Selector::new(&s.engine, cfg.clone())?;
+    let t = Instant::now();
+    let out = selector.select_many(&pool, &reqs);
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut results = Vec::with_capacity(out.len());
+    for (i, r) in out.into_iter().enumerate() {
+        let sel = r.map_err(|e| match e {
+            Error::Cancelled { .. } => e,
+            e => Error::invalid(format!("queries[{i}]"), e.to_string()),
+        })?;
+        let mut o = sel.to_json(ms, costs.is_some());
+        o["notes"] = json!(sel.notes);
+        results.push(o);
+    }
+    Ok(json!({ "results": results, "elapsed_ms": ms }))
 }
 
 /// An oracle that times its calls (the server reports compute and oracle time apart) and

@@ -77,6 +77,7 @@ pub fn document() -> Value {
             "mode": enumerated(&["greedy", "gate"]),
             "preset": enumerated(&["paper"]),
             "pool": string(), "embeddings": embeddings(), "query": nums(),
+            "queries": embeddings(),
             "k": count(), "token_budget": num(), "threshold": num(), "lambda": num(), "weights": nums(),
             "costs": nums(), "retained": {"type": "array", "items": count()},
             "texts": strings(), "query_text": string(),
@@ -133,6 +134,9 @@ pub fn document() -> Value {
         "method": string(), "mode": string(), "selected": {"type": "array", "items": count()}, "gains": nums(),
         "backend": string(), "elapsed_ms": num(), "stopped_by": string(), "threshold": num(), "tokens": num(),
         "notes": strings()}});
+    // With "queries" in the body: one selection per query.
+    let selection = json!({"oneOf": [selection, {"type": "object", "required": ["results"], "properties": {
+        "results": {"type": "array", "items": selection}, "elapsed_ms": num()}}]});
     let reranked = json!({"type": "object", "required": ["selected", "scored", "scores"], "properties": {
         "method": string(), "selected": {"type": "array", "items": count()}, "scored": {"type": "array", "items": count()},
         "oracle_calls": count(), "oracle_rounds": count(), "scores": nums(), "notes": strings(),

@@ -113,6 +113,15 @@ pub fn div_round(v: &mut [f32], n: f64) {
     }
 }
 
+/// `out[i] = (src[i] / n) as f32`: [`div_round`] into another buffer (the same bits).
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+pub fn div_round_into(src: &[f32], out: &mut [f32], n: f64) {
+    debug_assert_eq!(src.len(), out.len());
+    for (o, &x) in out.iter_mut().zip(src) {
+        *o = (f64::from(x) / n) as f32;
+    }
+}
+
 #[inline(always)]
 fn reduce(mut acc: [f64; LANES]) -> f64 {
     let mut w = LANES;
@@ -173,6 +182,34 @@ pub fn matvec(m: &[f32], dim: usize, y: &[f32], out: &mut [f64]) {
             *v = dot(&m[r * dim..(r + 1) * dim], y);
         }
     });
+}
+
+/// `[j][i] = <row_i(m), ys[j]>` for every vector `ys[j]`, in one read of `m`: each block
+/// of rows is taken against every vector while it is in cache. Every entry equals
+/// [`dot`]`(row_i, ys[j])` (and so [`matvec`]) bit for bit.
+#[must_use]
+pub fn matvec_many(m: &[f32], dim: usize, ys: &[&[f32]]) -> Vec<Vec<f64>> {
+    let n = m.len() / dim;
+    let mut out = vec![Vec::with_capacity(n); ys.len()];
+    const BLOCK: usize = 32;
+    let blocks: Vec<Vec<f64>> = (0..n.div_ceil(BLOCK))
+        .into_par_iter()
+        .map(|b| {
+            let rows = b * BLOCK..((b + 1) * BLOCK).min(n);
+            let mut v = Vec::with_capacity(rows.len() * ys.len());
+            for y in ys {
+                v.extend(rows.clone().map(|r| dot(&m[r * dim..(r + 1) * dim], y)));
+            }
+            v
+        })
+        .collect();
+    for (b, v) in blocks.iter().enumerate() {
+        let len = BLOCK.min(n - b * BLOCK);
+        for (j, o) in out.iter_mut().enumerate() {
+            o.extend_from_slice(&v[j * len..(j + 1) * len]);
+        }
+    }
+    out
 }
 
 /// `C[i][j] = <a_i, b_j>` for row-major `a` (`m × d`) and `b` (`n × d`), written into the

@@ -1,0 +1,213 @@
+//! The fast paths of issue 24 against the paths they replace, bit for bit: the one-pass
+//! unit rows against the passes they fuse (on one and several threads), a selection over
+//! a borrowed matrix against one over a `Pool` of it, and `select_many` against one
+//! `select` per request (errors included).
+
+use crate::raw_problem;
+use ctxprune::backend::cpu;
+use ctxprune::select::{Request, SelectOptions, Selection, Selector};
+use ctxprune::{Embeddings, Engine, Error, Pool};
+
+/// Seeded odd sizes, a zero-free Gaussian matrix, and a query.
+const SIZES: [(usize, usize); 5] = [(1, 1), (63, 7), (65, 33), (130, 385), (257, 19)];
+
+fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+        .install(f)
+}
+
+#[test]
+fn unit_rows_equal_the_passes_they_fuse_on_any_thread_count() {
+    for (seed, &(n, d)) in SIZES.iter().enumerate() {
+        let (e, q, _) = raw_problem(n, d, 40 + seed as u64);
+        // The passes one after another: check, normalise, inverse norms, relevance.
+        let mut want = Embeddings::new(n, d, e.as_slice().to_vec(), "m").unwrap();
+        want.normalize().unwrap();
+        let inv = want.inv_norms().unwrap();
+        let inv_q = 1.0 / cpu::dot(&q, &q).sqrt();
+        let mut rel = vec![0.0; n];
+        cpu::matvec(want.as_slice(), d, &q, &mut rel);
+        rel.iter_mut().zip(&inv).for_each(|(v, &i)| *v *= i * inv_q);
+        for threads in [1, 2, 3] {
+            let u = in_pool(threads, || {
+                Embeddings::unit_rows(e.as_slice(), n, d, "m", Some(&q)).unwrap()
+            });
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let bits64 = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(u.e.as_slice()),
+                bits(want.as_slice()),
+                "rows, {n}x{d}, {threads} threads"
+            );
+            assert!(u.e.is_unit());
+            assert_eq!(bits64(&u.inv), bits64(&inv), "inverse norms, {n}x{d}");
+            assert_eq!(
+                bits64(u.rel.as_deref().unwrap()),
+                bits64(&rel),
+                "relevance, {n}x{d}"
+            );
+            let none = Embeddings::unit_rows(e.as_slice(), n, d, "m", None).unwrap();
+            assert!(none.rel.is_none());
+            // A query the selectors refuse gets no relevance (the selection names it).
+            let bad = Embeddings::unit_rows(e.as_slice(), n, d, "m", Some(&[0.0; 3][..d.min(3)])).unwrap();
+            assert!(bad.rel.is_none());
+        }
+    }
+}
+
+#[test]
+fn unit_rows_name_what_the_checks_they_replace_name() {
+    let (e, _, _) = raw_problem(300, 5, 9);
+    let mut v = e.as_slice().to_vec();
+    v[3 * 5..4 * 5].fill(0.0); // a zero row before ...
+    v[200 * 5 + 2] = f32::NAN; // ... a NaN in a later task: the NaN is named, as before
+    let err = Embeddings::unit_rows(&v, 300, 5, "docs", None).unwrap_err();
+    let old = Embeddings::new(300, 5, v.clone(), "docs").unwrap_err();
+    assert_eq!(err.to_string(), old.to_string());
+    assert!(matches!(err, Error::NonFinite { row: 200, col: 2, .. }), "{err}");
+    v[200 * 5 + 2] = 1.0;
+    v[250 * 5..251 * 5].fill(0.0);
+    let err = Embeddings::unit_rows(&v, 300, 5, "docs", None).unwrap_err();
+    assert!(matches!(err, Error::ZeroNorm { row: 3, .. }), "{err}");
+    assert!(
+        Embeddings::unit_rows(&v, 299, 5, "docs", None).is_err(),
+        "a short matrix"
+    );
+    assert!(
+        Embeddings::unit_rows(&[], 0, 0, "docs", None).is_err(),
+        "dimension 0"
+    );
+}
+
+fn selector(method: &str, mode: &str, k: usize, budget: Option<f64>) -> Selector {
+    let opts = SelectOptions {
+        method,
+        mode: Some(mode),
+        k: (mode == "greedy").then_some(k),
+        token_budget: budget,
+        threshold: (mode == "gate" || method == "hybrid").then_some(-10.0),
+        ..SelectOptions::default()
+    };
+    Selector::new(&Engine::cpu(), opts.config().unwrap()).unwrap()
+}
+
+const METHODS: [&str; 6] = ["mmr", "grn", "centroid", "dpp", "coverage", "hybrid"];
+
+fn same(a: &ctxprune::Result<Selection>, b: &ctxprune::Result<Selection>, what: &str) {
+    match (a, b) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(a.selected, b.selected, "{what}");
+            let bits = |s: &Selection| s.gains.iter().map(|g| g.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(a), bits(b), "{what}: gains");
+            assert_eq!(a, b, "{what}");
+        }
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{what}"),
+        _ => panic!("{what}: {a:?} vs {b:?}"),
+    }
+}
+
+#[test]
+fn a_borrowed_matrix_selects_as_a_pool_of_it_bit_for_bit() {
+    let engine = Engine::cpu();
+    for (seed, &(n, d)) in SIZES.iter().enumerate().skip(1) {
+        let (e, q, costs) = raw_problem(n, d, 70 + seed as u64);
+        let pool = Pool::new(&engine, e.clone()).unwrap();
+        for method in METHODS {
+            for (mode, budget) in [("greedy", None), ("greedy", Some(60.0)), ("gate", None)] {
+                let s = selector(method, mode, 7, budget);
+                let retained = [n / 2];
+                let req = Request {
+                    query: Some(&q),
+                    costs: Some(&costs),
+                    retained: if mode == "gate" { &retained } else { &[] },
+                    ..Request::default()
+                };
+                let what = format!("{method} {mode} budget={budget:?} {n}x{d}");
+                let want = s.select(&pool, &req);
+                same(&s.select_rows(e.as_slice(), n, d, "m", &req), &want, &what);
+                let inputs = ctxprune::select::Inputs {
+                    embeddings: Some(&e),
+                    query: Some(&q),
+                    texts: None,
+                    query_text: None,
+                    costs: Some(&costs),
+                    retained: req.retained,
+                    cancel: None,
+                };
+                same(&s.select_inputs(&inputs), &want, &format!("{what} (inputs)"));
+            }
+        }
+        // A bad query is named after the rows are checked, as over a pool.
+        let s = selector("mmr", "greedy", 3, None);
+        let short = Request {
+            query: Some(&q[..d - 1]),
+            ..Request::default()
+        };
+        if d > 1 {
+            same(
+                &s.select_rows(e.as_slice(), n, d, "m", &short),
+                &s.select(&pool, &short),
+                "short query",
+            );
+        }
+    }
+}
+
+#[test]
+fn select_many_answers_as_one_select_per_request() {
+    let engine = Engine::cpu();
+    let (n, d) = (211, 23);
+    let (e, _, costs) = raw_problem(n, d, 5);
+    let pool = Pool::new(&engine, e.clone()).unwrap();
+    let qs: Vec<Vec<f32>> = (0..9).map(|i| raw_problem(3, d, 100 + i).1).collect();
+    let zero = vec![0.0f32; d];
+    let short = vec![1.0f32; d - 2];
+    for method in METHODS {
+        for (mode, budget) in [("greedy", None), ("greedy", Some(45.0)), ("gate", None)] {
+            let s = selector(method, mode, 6, budget);
+            let retained = [4usize, 17];
+            let mut reqs: Vec<Request<'_>> = qs
+                .iter()
+                .map(|q| Request {
+                    query: Some(q),
+                    costs: Some(&costs),
+                    retained: &retained,
+                    ..Request::default()
+                })
+                .collect();
+            // Requests the selection refuses answer as they would alone.
+            reqs.insert(
+                2,
+                Request {
+                    query: Some(&zero),
+                    ..reqs[0]
+                },
+            );
+            reqs.insert(
+                5,
+                Request {
+                    query: Some(&short),
+                    ..reqs[0]
+                },
+            );
+            reqs.push(Request {
+                query: None,
+                ..reqs[0]
+            });
+            for threads in [1, 2] {
+                let got = in_pool(threads, || s.select_many(&pool, &reqs));
+                assert_eq!(got.len(), reqs.len());
+                for (i, (g, r)) in got.iter().zip(&reqs).enumerate() {
+                    let what = format!("{method} {mode} budget={budget:?} request {i}, {threads} threads");
+                    same(g, &s.select(&pool, r), &what);
+                }
+            }
+        }
+    }
+    // A pool on another engine is refused for every request, as by select.
+    let s = selector("mmr", "greedy", 3, None);
+    assert!(s.select_many(&pool, &[]).is_empty());
+}
