@@ -1,41 +1,61 @@
-"""Benchmark of the wheel against the Python peers, in one run (not a test):
+"""Benchmark of the wheel against the Python peers, in one run (not a test): issue 24's
+goals, measured the way a Python user calls each library, medians of --repeats runs after
+a warm-up (which also JIT-compiles apricot's numba code).
 
-- MMR, k = 100 over N = 10,000, d = 1,024 (lambda 0.5): ctxprune (a fresh pool per call,
-  and a resident Pool), ctxprune's LangChain drop-in, pyversity's mmr, and LangChain's
-  maximal_marginal_relevance;
-- facility location, k = 50 over N = 2,000, d = 384: ctxprune's coverage (unit costs, no
-  query: F(S) = sum_j max(0, max_{i in S} cos(i, j))) and apricot-select's
-  FacilityLocationSelection (cosine, lazy greedy).
+(a) Real text: the pools of benches/corpus.py (the READMEs and doc comments of the crates
+    in the cargo registry, embedded by the crate's MiniLM; one pool of --pool passages per
+    hand-written query, in MIPS order). MMR (lambda 0.5) and DPP at k = 10 and 100:
+    ctxprune with the array in (`Selector.select(X, q)`: one read of the array), over a
+    resident `Pool`, and pyversity 0.2 (`mmr` / `dpp`, relevance precomputed and not
+    timed). Ratios are geometric means over the pools.
+(b) Synthetic N = 10,000, d = 1,024 (200 Gaussian clusters): the same cases, plus
+    LangChain's maximal_marginal_relevance and ctxprune's drop-in for it.
+(c) Array in at memory speed: (array in - resident) against one read of the array
+    (NumPy's matrix-vector product, the cheapest read a Python caller has), per case.
+(d) Many queries: `Selector.select_many(pool, Q)` against Q `select` calls, Q = 32,
+    N = 10,000, d = 1,024, MMR k = 100, results compared.
+(e) Facility location k = 50 over N = 2,000, d = 384: ctxprune coverage against
+    apricot-select's FacilityLocationSelection (cosine, lazy greedy).
 
-Prints the median and min wall time of each over --repeats runs (after one warm-up run,
-which also JIT-compiles apricot's numba code), and whether the picks agree with
-ctxprune's. Build the wheel with `maturin build --release` for meaningful numbers; the
-peers: `pip install pyversity apricot-select scikit-learn langchain-core` (apricot needs scikit-learn but does not declare it).
+Build the wheel with `maturin build --release`; the peers:
+`pip install pyversity apricot-select scikit-learn langchain-core`; the corpus and its
+embeddings are built (and cached under target/bench-corpus) on the first run:
 
-    python benches/python_peers.py [--repeats 7]
+    python benches/python_peers.py --ctxprune target/release/ctxprune [--repeats 7]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 import ctxprune
 from ctxprune.langchain import maximal_marginal_relevance as cp_mmr
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpus  # noqa: E402
+
 
 def timed(fn, repeats):
-    fn()  # warm-up
-    ts, out = [], None
+    out = fn()  # warm-up
+    ts = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         out = fn()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3, min(ts) * 1e3, out
+    return statistics.median(ts) * 1e3, out
+
+
+def gmean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def facility_value(X, picks):
@@ -44,73 +64,118 @@ def facility_value(X, picks):
     return float(S.max(axis=1).sum())
 
 
+def peers(X, q):
+    """pyversity's calls with the relevance it needs precomputed (outside the clock)."""
+    import pyversity
+
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    rel = (Xn @ (q / np.linalg.norm(q))).astype(np.float32)
+    return {
+        "mmr": lambda k: pyversity.mmr(X, rel, k, diversity=0.5).indices,
+        "dpp": lambda k: pyversity.dpp(X, rel, k).indices,
+    }
+
+
+def cases(engine, X, q, pool, repeats, ks=(10, 100)):
+    """Per (method, k): medians of array in, resident pool, pyversity, and one read."""
+    read = timed(lambda: X @ q, repeats)[0]
+    pv = peers(X, q)
+    out = {}
+    for m in ("mmr", "dpp"):
+        for k in ks:
+            s = ctxprune.Selector(m, k=k, lambda_=0.5 if m == "mmr" else None, engine=engine)
+            a, sel_a = timed(lambda: s.select(X, q), repeats)
+            r, sel_r = timed(lambda: s.select(pool, q), repeats)
+            assert sel_a.indices.tolist() == sel_r.indices.tolist() and sel_a.gains.tobytes() == sel_r.gains.tobytes()
+            p, _ = timed(lambda: pv[m](k), repeats)
+            out[(m, k)] = dict(array=a, pool=r, peer=p, read=read)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--ctxprune", default="target/release/ctxprune", help="the binary that embeds the corpus")
+    ap.add_argument("--cache", default="target/bench-corpus")
+    ap.add_argument("--pool", type=int, default=5_000)
+    ap.add_argument("--queries", type=int, default=32, help="Q of the select_many case")
     a = ap.parse_args()
-    engine = ctxprune.Engine("cpu")
-    print(f"ctxprune {ctxprune.__version__} ({ctxprune.__file__}) on {engine.describe()}; "
-          f"Python {platform.python_version()}, numpy {np.__version__}; {a.repeats} runs each, after a warm-up")
-    rows = []
+    import pyversity
 
+    engine = ctxprune.Engine("cpu")
+    print(f"ctxprune {ctxprune.__version__} on {engine.describe()}; pyversity {pyversity.__version__}; "
+          f"Python {platform.python_version()}, numpy {np.__version__}; {os.cpu_count()} CPUs; "
+          f"medians of {a.repeats} runs each, after a warm-up")
+
+    # (a) real text
+    texts, E, Q = corpus.build(a.ctxprune, Path(a.cache), 20_000)
+    pools = corpus.pools(E, Q, a.pool)
+    print(f"\n(a) real text: {len(texts)} passages (cargo registry READMEs and doc comments), "
+          f"MiniLM 384-d; {len(pools)} pools of {a.pool} in MIPS order")
+    real = [cases(engine, X, q, ctxprune.Pool(X, engine=engine), a.repeats) for X, q in pools]
+    print(f"{'case':<12} {'array in ms':>11} {'Pool ms':>8} {'pyversity ms':>12} "
+          f"{'array/pyv':>9} {'Pool/pyv':>8} {'(array-Pool)/read':>17}")
+    for key in real[0]:
+        rows = [r[key] for r in real]
+        med = lambda f: statistics.median(r[f] for r in rows)  # noqa: E731
+        ga = gmean([r["peer"] / r["array"] for r in rows])
+        gp = gmean([r["peer"] / r["pool"] for r in rows])
+        over = max((r["array"] - r["pool"]) / r["read"] for r in rows)
+        print(f"{key[0].upper()} k={key[1]:<6} {med('array'):>11.2f} {med('pool'):>8.2f} {med('peer'):>12.2f} "
+              f"{ga:>8.1f}x {gp:>7.1f}x {over:>16.2f}x")
+    print(f"one read of a pool (X @ q): median {statistics.median(r[('mmr', 10)]['read'] for r in real):.3f} ms; "
+          "(array - Pool)/read is the worst pool")
+
+    # (b) synthetic
     rng = np.random.default_rng(0)
-    N, d, k = 10_000, 1_024, 100
+    N, d = 10_000, 1_024
     centres = rng.standard_normal((200, d))
     X = (centres[rng.integers(0, 200, N)] + 0.7 * rng.standard_normal((N, d))).astype(np.float32)
     q = (centres[0] + 0.5 * rng.standard_normal(d)).astype(np.float32)
-    ours = ctxprune.select(X, q, "mmr", k=k, lambda_=0.5, engine=engine).indices.tolist()
     pool = ctxprune.Pool(X, engine=engine)
-    sel = ctxprune.Selector("mmr", k=k, lambda_=0.5, engine=engine)
-    cases = [
-        ("ctxprune.select (array in)", lambda: ctxprune.select(X, q, "mmr", k=k, lambda_=0.5, engine=engine).indices.tolist()),
-        ("ctxprune Selector, resident Pool", lambda: sel.select(pool, q).indices.tolist()),
-        ("ctxprune.langchain drop-in", lambda: cp_mmr(q, X, lambda_mult=0.5, k=k, engine=engine)),
-    ]
-    try:
-        import pyversity
-
-        Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
-        rel = (Xn @ (q / np.linalg.norm(q))).astype(np.float32)
-        cases.append(("pyversity.mmr", lambda: list(map(int, pyversity.mmr(X, rel, k, diversity=0.5).indices))))
-    except ImportError:
-        print("pyversity not installed: skipped")
+    syn = cases(engine, X, q, pool, a.repeats)
+    print(f"\n(b) synthetic N={N}, d={d}")
+    print(f"{'case':<12} {'array in ms':>11} {'Pool ms':>8} {'pyversity ms':>12} "
+          f"{'array/pyv':>9} {'Pool/pyv':>8} {'(array-Pool)/read':>17}")
+    for key, r in syn.items():
+        print(f"{key[0].upper()} k={key[1]:<6} {r['array']:>11.2f} {r['pool']:>8.2f} {r['peer']:>12.2f} "
+              f"{r['peer'] / r['array']:>8.1f}x {r['peer'] / r['pool']:>7.1f}x {(r['array'] - r['pool']) / r['read']:>16.2f}x")
+    print(f"one read (X @ q): {syn[('mmr', 10)]['read']:.2f} ms")
     try:
         from langchain_core.vectorstores.utils import maximal_marginal_relevance as lc_mmr
 
-        cases.append(("langchain_core maximal_marginal_relevance", lambda: list(lc_mmr(q, X, lambda_mult=0.5, k=k))))
+        lc, _ = timed(lambda: lc_mmr(q, X, lambda_mult=0.5, k=100), a.repeats)
+        dr, _ = timed(lambda: cp_mmr(q, X, lambda_mult=0.5, k=100, engine=engine), a.repeats)
+        print(f"MMR k=100: langchain_core maximal_marginal_relevance {lc:.2f} ms; ctxprune.langchain drop-in {dr:.2f} ms")
     except ImportError:
         print("langchain-core not installed: skipped")
-    for name, fn in cases:
-        med, lo, picks = timed(fn, a.repeats)
-        first = next((i for i, (x, y) in enumerate(zip(picks, ours)) if x != y), None)
-        common = len(set(picks) & set(ours))
-        agree = "the same picks in the same order" if first is None and len(picks) == k else (
-            f"same order up to pick {first}; {common}/{k} picks in common")
-        rows.append((f"MMR N={N} d={d} k={k}", name, med, lo, agree))
 
+    # (d) many queries over one pool
+    Qs = (centres[rng.integers(0, 200, a.queries)] + 0.5 * rng.standard_normal((a.queries, d))).astype(np.float32)
+    s = ctxprune.Selector("mmr", k=100, lambda_=0.5, engine=engine)
+    seq, want = timed(lambda: [s.select(pool, qq) for qq in Qs], max(3, a.repeats // 2))
+    many, got = timed(lambda: s.select_many(pool, Qs), max(3, a.repeats // 2))
+    same = all(g.indices.tolist() == w.indices.tolist() and g.gains.tobytes() == w.gains.tobytes()
+               for g, w in zip(got, want))
+    print(f"\n(d) select_many, Q={a.queries}, N={N}, d={d}, MMR k=100: {many:.1f} ms against {seq:.1f} ms "
+          f"for {a.queries} select calls: {seq / many:.2f}x; results {'equal' if same else 'DIFFER'}")
+
+    # (e) facility location
     N2, d2, k2 = 2_000, 384, 50
     Y = rng.standard_normal((N2, d2)).astype(np.float32) + 0.3 * rng.standard_normal((1, d2)).astype(np.float32)
-    ours = ctxprune.select(Y, None, "coverage", k=k2, engine=engine).indices.tolist()
-    f_ours = facility_value(Y, ours)
-    cases = [("ctxprune.select coverage", lambda: ctxprune.select(Y, None, "coverage", k=k2, engine=engine).indices.tolist())]
+    ours, picks = timed(lambda: ctxprune.select(Y, None, "coverage", k=k2, engine=engine).indices.tolist(), a.repeats)
+    line = f"\n(e) facility location N={N2}, d={d2}, k={k2}: ctxprune {ours:.2f} ms, F(S) = {facility_value(Y, picks):.2f}"
     try:
         from apricot import FacilityLocationSelection
 
         def apricot_fl():
             return [int(i) for i in FacilityLocationSelection(k2, metric="cosine", optimizer="lazy").fit(Y).ranking]
 
-        cases.append(("apricot FacilityLocationSelection", apricot_fl))
+        ap_ms, ap_picks = timed(apricot_fl, max(3, a.repeats // 2))
+        line += f"; apricot {ap_ms:.1f} ms, F(S) = {facility_value(Y, ap_picks):.2f}: {ap_ms / ours:.0f}x"
     except ImportError:
-        print("apricot-select not installed: skipped")
-    for name, fn in cases:
-        med, lo, picks = timed(fn, a.repeats)
-        rows.append((f"facility location N={N2} d={d2} k={k2}", name, med, lo,
-                     f"F(S) = {facility_value(Y, picks):.2f} (ctxprune {f_ours:.2f})"))
-
-    w = max(len(r[1]) for r in rows)
-    print(f"{'case':<38} {'library':<{w}} {'median ms':>10} {'min ms':>9}  agreement")
-    for case, name, med, lo, note in rows:
-        print(f"{case:<38} {name:<{w}} {med:>10.2f} {lo:>9.2f}  {note}")
+        line += "; apricot-select not installed: skipped"
+    print(line)
 
 
 if __name__ == "__main__":
