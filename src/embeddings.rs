@@ -176,6 +176,20 @@ impl Embeddings {
         source: &str,
         query: Option<&[f32]>,
     ) -> Result<UnitRows> {
+        Embeddings::unit_rows_in(Vec::new(), data, rows, dim, source, query)
+    }
+
+    /// [`unit_rows`](Self::unit_rows) written into `buf` (its allocation reused, its
+    /// contents overwritten): a caller that selects from arrays again and again keeps one
+    /// buffer instead of faulting in fresh pages every call. The same bits.
+    pub fn unit_rows_in(
+        mut buf: Vec<f32>,
+        data: &[f32],
+        rows: usize,
+        dim: usize,
+        source: &str,
+        query: Option<&[f32]>,
+    ) -> Result<UnitRows> {
         use rayon::prelude::*;
         if dim == 0 {
             return Err(Error::invalid(source, "embedding dimension is 0"));
@@ -190,7 +204,13 @@ impl Embeddings {
         // relevance here: the selection names it, after the rows, as it always has.
         let query = query.filter(|q| q.len() == dim && unit_vector(q, "query").is_ok());
         let inv_q = query.map(|q| 1.0 / crate::backend::cpu::dot(q, q).sqrt());
-        let mut out = vec![0.0f32; data.len()];
+        // Every value is overwritten below; only a buffer that grows is written first.
+        if buf.len() >= data.len() {
+            buf.truncate(data.len());
+        } else {
+            buf.resize(data.len(), 0.0);
+        }
+        let mut out = buf;
         let mut inv = vec![0.0f64; rows];
         let mut rel = vec![0.0f64; rows];
         // Per task: the first non-finite value's position and the first zero row.
@@ -216,10 +236,10 @@ impl Embeddings {
                         zero = zero.or(Some(base + r));
                         continue;
                     }
-                    crate::backend::cpu::div_round_into(row, orow, n);
-                    *i = 1.0 / crate::backend::cpu::dot(orow, orow).sqrt();
-                    if let (Some(q), Some(iq)) = (query, inv_q) {
-                        *rl = crate::backend::cpu::dot(orow, q) * (*i * iq);
+                    let (uu, uq) = crate::backend::cpu::unit_row(row, n, orow, query);
+                    *i = 1.0 / uu.sqrt();
+                    if let Some(iq) = inv_q {
+                        *rl = uq * (*i * iq);
                     }
                 }
                 (None, zero)

@@ -34,10 +34,13 @@ pub(crate) trait Scorer: Sync {
     /// Refreshes every `alive` candidate, writing its gain: one eager step's bulk work, on
     /// every core.
     fn refresh_all(&self, cands: &mut [Self::Cand], gains: &mut [f64], alive: &[bool]) {
+        // At least 64 candidates per task: a small pool is not split into tasks that cost
+        // more to hand out than to run.
         cands
             .par_iter_mut()
             .zip(gains.par_iter_mut())
             .enumerate()
+            .with_min_len(64)
             .filter(|(x, _)| alive[*x])
             .for_each(|(x, (c, g))| *g = self.refresh(x, c));
     }
@@ -108,7 +111,8 @@ pub(crate) fn gate<S: Scorer>(
     }
     let mut alive = vec![true; n];
     retained.iter().for_each(|&r| alive[r] = false);
-    let mut cands: Vec<S::Cand> = (0..n).into_par_iter().map(|x| s.cand(x)).collect();
+    // Every scorer's fresh cache is a few words: made in one sweep, not on the pool.
+    let mut cands: Vec<S::Cand> = (0..n).map(|x| s.cand(x)).collect();
     let mut gains = vec![0.0; n];
     s.refresh_all(&mut cands, &mut gains, &alive);
     crate::cancel::check(cancel)?;
@@ -283,7 +287,7 @@ impl<S: Scorer> Picker for LazyPicker<'_, S> {
         let remaining = remaining.unwrap_or(f64::INFINITY);
         if self.cands.is_none() {
             let s = &*self.s;
-            self.cands = Some((0..self.n).into_par_iter().map(|x| s.cand(x)).collect());
+            self.cands = Some((0..self.n).map(|x| s.cand(x)).collect());
         }
         if self.heap.is_none() {
             for x in 0..self.n {

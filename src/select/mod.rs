@@ -734,14 +734,20 @@ impl Selector {
         } else {
             None
         };
-        let u = crate::Embeddings::unit_rows(data, rows, dim, source, query)?;
+        let buf = SCRATCH.with(std::cell::Cell::take);
+        let u = crate::Embeddings::unit_rows_in(buf, data, rows, dim, source, query)?;
         let resident = self.engine.resident(&u.e, &u.inv)?;
         let r = Rows {
             e: &u.e,
             inv: &u.inv,
             resident: &resident,
         };
-        self.run(Some(&r), u.rel, rows, req)
+        let out = self.run(Some(&r), u.rel, rows, req);
+        let buf = u.e.into_vec();
+        if buf.capacity() * 4 <= SCRATCH_MAX_BYTES {
+            SCRATCH.with(|s| s.set(buf));
+        }
+        out
     }
 
     /// The method's facts (SPEC §1), written once for every backend: its stopping floor
@@ -1025,6 +1031,16 @@ impl Selector {
 /// [`Pool`] instead).
 pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
     Selector::new(&Engine::cpu(), cfg.clone())?.select_inputs(inp)
+}
+
+/// The largest scratch copy [`Selector::select_rows`] keeps between calls, per thread.
+const SCRATCH_MAX_BYTES: usize = 64 << 20;
+
+thread_local! {
+    /// The unit copy of the last borrowed matrix selected on this thread (at most
+    /// [`SCRATCH_MAX_BYTES`]): arrays above glibc's mmap threshold (32 MB) would otherwise
+    /// fault in every page of a fresh copy on every call.
+    static SCRATCH: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 struct Outcome {

@@ -113,13 +113,52 @@ pub fn div_round(v: &mut [f32], n: f64) {
     }
 }
 
-/// `out[i] = (src[i] / n) as f32`: [`div_round`] into another buffer (the same bits).
+/// One row of a unit copy with what is read off it, in one loop: `out = (row / n) as f32`
+/// (the bits of [`div_round`]), and `(<out, out>, <out, q>)` with the lane layout and
+/// reduction of [`dot`] (its bits; `<out, q>` is 0 without `q`).
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
-pub fn div_round_into(src: &[f32], out: &mut [f32], n: f64) {
-    debug_assert_eq!(src.len(), out.len());
-    for (o, &x) in out.iter_mut().zip(src) {
-        *o = (f64::from(x) / n) as f32;
+pub fn unit_row(row: &[f32], n: f64, out: &mut [f32], q: Option<&[f32]>) -> (f64, f64) {
+    debug_assert_eq!(row.len(), out.len());
+    let mut uu = [0.0f64; LANES];
+    let mut uq = [0.0f64; LANES];
+    let split = row.len() - row.len() % LANES;
+    let (head, tail) = row.split_at(split);
+    let (ohead, otail) = out.split_at_mut(split);
+    match q {
+        Some(q) => {
+            let (qhead, qtail) = q.split_at(split);
+            let chunks = head.chunks_exact(LANES).zip(ohead.chunks_exact_mut(LANES));
+            for ((x, o), y) in chunks.zip(qhead.chunks_exact(LANES)) {
+                for l in 0..LANES {
+                    o[l] = (f64::from(x[l]) / n) as f32;
+                    let u = f64::from(o[l]);
+                    uu[l] = u.mul_add(u, uu[l]);
+                    uq[l] = u.mul_add(f64::from(y[l]), uq[l]);
+                }
+            }
+            for l in 0..tail.len() {
+                otail[l] = (f64::from(tail[l]) / n) as f32;
+                let u = f64::from(otail[l]);
+                uu[l] = u.mul_add(u, uu[l]);
+                uq[l] = u.mul_add(f64::from(qtail[l]), uq[l]);
+            }
+        }
+        None => {
+            for (x, o) in head.chunks_exact(LANES).zip(ohead.chunks_exact_mut(LANES)) {
+                for l in 0..LANES {
+                    o[l] = (f64::from(x[l]) / n) as f32;
+                    let u = f64::from(o[l]);
+                    uu[l] = u.mul_add(u, uu[l]);
+                }
+            }
+            for l in 0..tail.len() {
+                otail[l] = (f64::from(tail[l]) / n) as f32;
+                let u = f64::from(otail[l]);
+                uu[l] = u.mul_add(u, uu[l]);
+            }
+        }
     }
+    (reduce(uu), reduce(uq))
 }
 
 #[inline(always)]
