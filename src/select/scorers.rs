@@ -237,7 +237,7 @@ impl Scorer for Dpp<'_> {
             } else {
                 self.w[x] * self.w[p] * self.d.cos(x, p)
             };
-            let proj: f64 = c.c.iter().zip(&self.pick_c[s]).map(|(a, b)| a * b).sum();
+            let proj = cpu::dot_f64(&c.c, &self.pick_c[s][..s]);
             let e = (lxp - proj) / self.pick_d[s];
             c.c.push(e);
             c.d2 -= e * e;

@@ -59,6 +59,28 @@ pub fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
     reduce(acc)
 }
 
+/// `<a, b>` for two `f64` vectors (the DPP's Cholesky rows), with the lane layout and
+/// reduction of [`dot`]: the same bits on every instruction set, and no chain of
+/// dependent adds the length of the vectors.
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+#[must_use]
+pub fn dot_f64(a: &[f64], b: &[f64]) -> f64 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut acc = [0.0f64; LANES];
+    let ca = a.chunks_exact(LANES);
+    let cb = b.chunks_exact(LANES);
+    let (ta, tb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..LANES {
+            acc[l] = x[l].mul_add(y[l], acc[l]);
+        }
+    }
+    for l in 0..ta.len() {
+        acc[l] = ta[l].mul_add(tb[l], acc[l]);
+    }
+    reduce(acc)
+}
+
 /// `sum_j max(0, s[j] - cur[j])` (a facility-location gain), each term exact in `f64`,
 /// over `LANES` accumulators with the fixed reduction of [`dot`].
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
