@@ -716,7 +716,8 @@ impl Selector {
     /// errors), such as a caller's array: one parallel pass checks it, unit-normalises it
     /// into a scratch copy and takes each row's relevance to the query from the same read
     /// ([`crate::Embeddings::unit_rows`]); then the selection runs as over a [`Pool`] of the
-    /// same rows, with the same result bit for bit. Lexical reads no rows: use
+    /// same rows, with the same result bit for bit. The scratch copy is kept for the next
+    /// call on the same thread when it is at most 64 MiB. Lexical reads no rows: use
     /// [`Selector::select_inputs`].
     pub fn select_rows(
         &self,
