@@ -118,7 +118,11 @@ impl HalfRows {
             Half::Bf16(v) => v
                 .par_chunks_mut(step)
                 .zip(src.par_chunks(step))
-                .for_each(|(h, x)| h.convert_from_f32_slice(x)),
+                .for_each(|(h, x)| {
+                    h.iter_mut()
+                        .zip(x)
+                        .for_each(|(o, &x)| *o = half::bf16::from_bits(super::cpu::f32_to_bf16(x)))
+                }),
             Half::F16(v) => v
                 .par_chunks_mut(step)
                 .zip(src.par_chunks(step))
@@ -482,6 +486,34 @@ mod tests {
                     "bf16 {b:#06x}"
                 );
             }
+        }
+    }
+
+    /// The bf16 copy rounds as `half` does (ties to even), on edge cases and random values.
+    #[test]
+    fn bf16_rounding_is_halfs() {
+        let mut rng = Rng::new(9);
+        let edge = [
+            0.0f32,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::MIN_POSITIVE,
+            1e-40,
+            f32::MAX,
+            f32::MIN,
+            1.00390625,
+            1.01171875,
+        ];
+        let random = (0..200_000)
+            .map(|_| f32::from_bits(rng.next_u64() as u32))
+            .filter(|x| x.is_finite());
+        for x in edge.into_iter().chain(random) {
+            assert_eq!(
+                super::super::cpu::f32_to_bf16(x),
+                half::bf16::from_f32(x).to_bits(),
+                "{x:e}"
+            );
         }
     }
 

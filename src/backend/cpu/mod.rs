@@ -66,6 +66,16 @@ pub fn bf16_to_f32(b: u16) -> f32 {
     f32::from_bits(u32::from(b) << 16)
 }
 
+/// A finite `f32` rounded to the nearest bfloat16 (ties to even), as raw bits: the
+/// rounding of `half::bf16::from_f32` for finite values, in integer operations that
+/// vectorise.
+#[inline(always)]
+#[must_use]
+pub fn f32_to_bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
 /// An IEEE binary16 (raw bits) widened to `f32`, exactly, for every finite value
 /// (subnormals included; infinities and NaNs never reach here: pools are checked finite).
 /// Written with integer operations and one select so it vectorises in the dot kernels.
