@@ -35,6 +35,7 @@ mod probe;
 mod properties;
 mod rerank;
 mod rerank_beyond;
+mod rerank_precision;
 mod scorers;
 #[cfg(feature = "serve")]
 mod serve;

@@ -248,7 +248,9 @@ class Reranker:
     `acquisition` ("boundary", "ucb") for boundary-morph; `beta0` for UCB; `graph_degree`
     for rgs and rgs-simple, `seed_div` and `frac` for rgs; `batch` (documents per oracle
     call, boundary-morph and bagel); `token_capacity` (then `rerank` needs `tokens`);
-    `prior_probes` with the adaptive prior."""
+    `prior_probes` with the adaptive prior; `row_precision` ("f32", the default and the
+    paper's computation, "bf16" or "f16": kernel rows read from a half-precision copy of
+    the pool, half the bytes; every method but single-stage)."""
 
     def __init__(
         self,
@@ -267,6 +269,7 @@ class Reranker:
         batch: Optional[int] = None,
         token_capacity: Optional[int] = None,
         prior_probes: Optional[int] = None,
+        row_precision: Optional[str] = None,
         engine: Optional[Engine] = None,
     ):
         self.engine = _engine(engine)
@@ -275,7 +278,7 @@ class Reranker:
             acquisition=acquisition, beta0=beta0, graph_degree=_count(graph_degree, "graph_degree"),
             seed_div=seed_div, frac=frac, batch=_count(batch, "batch"),
             token_capacity=_count(token_capacity, "token_capacity"),
-            prior_probes=_count(prior_probes, "prior_probes"),
+            prior_probes=_count(prior_probes, "prior_probes"), row_precision=row_precision,
         )
 
     def rerank(

@@ -137,6 +137,7 @@ class Reranker:
         batch: Optional[int] = None,
         token_capacity: Optional[int] = None,
         prior_probes: Optional[int] = None,
+        row_precision: Optional[str] = None,
     ) -> None: ...
     def rerank(
         self,

@@ -79,7 +79,7 @@ impl Reranker {
     #[new]
     #[pyo3(signature = (engine, budget, capacity, method = "boundary-morph", *, kernel = None, kappa = None,
         prior = None, acquisition = None, beta0 = None, graph_degree = None, seed_div = None, frac = None,
-        batch = None, token_capacity = None, prior_probes = None))]
+        batch = None, token_capacity = None, prior_probes = None, row_precision = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -98,6 +98,7 @@ impl Reranker {
         batch: Option<usize>,
         token_capacity: Option<u64>,
         prior_probes: Option<usize>,
+        row_precision: Option<&str>,
     ) -> PyResult<Self> {
         let opts = RerankOptions {
             kernel,
@@ -111,6 +112,7 @@ impl Reranker {
             batch,
             token_capacity,
             prior_probes,
+            row_precision,
             ..RerankOptions::new(method, budget, capacity)
         };
         let cfg = opts.config().py(py)?;

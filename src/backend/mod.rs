@@ -433,6 +433,11 @@ impl Engine {
         src: &'a gp::PoolKernel<'a>,
         mu0: Vec<f64>,
     ) -> Result<Box<dyn gp::GpStore + 'a>> {
+        // A half-precision row copy lives on the host: its kernel rows are read there, and
+        // the store beside them (the device store computes rows from its f32 copy).
+        if src.precision() != gp::RowPrecision::F32 {
+            return Ok(Box::new(cpu::gp::CpuStore::new(src, mu0)));
+        }
         match (&self.inner.device, src.rows.resident) {
             (Device::Cpu, _) => Ok(Box::new(cpu::gp::CpuStore::new(src, mu0))),
             (Device::Cuda(d), Resident::Cuda(dev_rows)) => cuda::gp_store(d, dev_rows, src, &mu0),

@@ -37,7 +37,15 @@ impl RerankConfig {
                 bytes: 4.0 * (b + 1.0) * nf + 64.0 * nf,
             },
         };
-        base + rows + method
+        // A half-precision row copy: made once (one pass over the pool), kept beside it.
+        let copy = match self.row_precision {
+            super::RowPrecision::F32 => Estimate::default(),
+            p => Estimate {
+                ops: 2.0 * nf * df,
+                bytes: (p.bytes() as f64) * nf * df,
+            },
+        };
+        base + rows + method + copy
     }
 }
 

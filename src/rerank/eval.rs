@@ -17,7 +17,7 @@
 //!   holds the search where the oracle says little is.
 
 use super::metrics::{ncg, ncg_tokens};
-use super::{Acquisition, KernelChoice, Method, Precomputed, Prior, RerankConfig, Reranker};
+use super::{Acquisition, KernelChoice, Method, Precomputed, Prior, RerankConfig, Reranker, RowPrecision};
 use crate::backend::Engine;
 use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
@@ -448,6 +448,17 @@ pub fn run_steps(
 /// [`check`]ing the arguments; with `peaks`, also each problem's multimodal mass.
 /// `progress` is told after each method run.
 pub fn run_spec(spec: &Spec, peaks: bool, progress: &mut dyn FnMut(&Step)) -> Result<Outcome> {
+    run_spec_in(spec, RowPrecision::F32, peaks, progress)
+}
+
+/// [`run_spec`] with kernel rows read in `row_precision` by every method that reads them
+/// (all but single-stage).
+pub fn run_spec_in(
+    spec: &Spec,
+    row_precision: RowPrecision,
+    peaks: bool,
+    progress: &mut dyn FnMut(&Step),
+) -> Result<Outcome> {
     let Spec {
         problems,
         seed,
@@ -495,6 +506,9 @@ pub fn run_spec(spec: &Spec, peaks: bool, progress: &mut dyn FnMut(&Step)) -> Re
                         cfg.prior_probes = b.checked_div(v.probes_div).unwrap_or(0);
                         cfg.token_capacity = token_capacity;
                         cfg.kernel = KernelChoice::Fixed(prob.kernel);
+                        if v.method != Method::SingleStage {
+                            cfg.row_precision = row_precision;
+                        }
                         let mut o = Precomputed::new(prob.oracle.clone(), b)?;
                         let tokens = token_capacity.map(|_| &prob.tokens[..]);
                         let r = Reranker::new(prob.pool.engine(), cfg)?.rerank_tokens(

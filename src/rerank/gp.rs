@@ -31,7 +31,7 @@
 //! lives in a [`GpStore`] on the engine's device, and kernel rows are read on demand
 //! ([`KernelRows`]): no `N × N` matrix anywhere.
 
-pub use crate::backend::gp::{GpStore, KernelRows, PoolKernel, Readout, RowWeights};
+pub use crate::backend::gp::{GpStore, KernelRows, PoolKernel, Readout, RowPrecision, RowWeights};
 use crate::error::{Error, Result};
 
 /// The jitter ladder of SPEC §3: tried in order when a factorisation fails; after the

@@ -44,6 +44,7 @@ use crate::backend::{BackendKind, Engine};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::similarity::{Kernel, KernelKind};
+pub use gp::RowPrecision;
 use gp::{Gp, KernelRows, PoolKernel};
 pub use options::RerankOptions;
 pub use oracle::{Oracle, Precomputed};
@@ -52,6 +53,17 @@ pub use oracle::{Oracle, Precomputed};
 /// query's row once): what the GP and RGS read, and what tests refit densely against.
 pub fn kernel_rows<'p>(pool: &'p Pool, query: &[f32], kernel: Kernel) -> Result<PoolKernel<'p>> {
     PoolKernel::new(pool.rows(), query, kernel)
+}
+
+/// [`kernel_rows`] read from a copy of the pool in `precision` ([`RowPrecision`]; f32 is
+/// [`kernel_rows`] itself).
+pub fn kernel_rows_in<'p>(
+    pool: &'p Pool,
+    query: &[f32],
+    kernel: Kernel,
+    precision: RowPrecision,
+) -> Result<PoolKernel<'p>> {
+    PoolKernel::with_precision(pool.rows(), query, kernel, precision)
 }
 
 /// Which selector.
@@ -180,6 +192,12 @@ pub struct RerankConfig {
     /// The GP's kernel (and RGS's neighbourhoods). By default vMF with the median
     /// heuristic's `kappa`.
     pub kernel: KernelChoice,
+    /// The precision of the pool copy kernel rows are read from (every method that reads
+    /// them: boundary-morph, bagel, rgs, rgs-simple). By default f32, the pool itself and
+    /// the paper's computation; bf16 and f16 read a half-precision copy made once per run
+    /// (half the bytes per row; the GP's arithmetic stays f64; on a GPU engine the GP then
+    /// runs on the CPU, beside the copy).
+    pub row_precision: RowPrecision,
 }
 
 impl RerankConfig {
@@ -201,6 +219,7 @@ impl RerankConfig {
             token_capacity: None,
             prior_probes: 0,
             kernel: KernelChoice::Median(KernelKind::Vmf),
+            row_precision: RowPrecision::F32,
         }
     }
 }
@@ -352,6 +371,12 @@ impl Reranker {
         if let KernelChoice::Fixed(k) = cfg.kernel {
             k.validate()?;
         }
+        if cfg.row_precision != RowPrecision::F32 && cfg.method == Method::SingleStage {
+            return Err(Error::invalid(
+                "row-precision",
+                "does not apply to single-stage (it reads no kernel rows)",
+            ));
+        }
         Ok(Reranker {
             engine: engine.clone(),
             cfg,
@@ -427,7 +452,12 @@ impl Reranker {
             KernelChoice::Fixed(k) => k,
             KernelChoice::Median(kind) => Kernel::from_median(kind, pool.median_one_minus_cos()?),
         };
-        let src = kernel_rows(pool, query, kernel)?;
+        let half = cfg.row_precision != RowPrecision::F32;
+        let src = if half {
+            kernel_rows_in(pool, query, kernel, cfg.row_precision)?
+        } else {
+            kernel_rows(pool, query, kernel)?
+        };
         let mut notes = Vec::new();
         let budget = if cfg.budget > n {
             notes.push(format!(
@@ -480,7 +510,9 @@ impl Reranker {
                 };
                 let mu0_q = if mips { 1.0 } else { 0.0 };
                 let store = self.engine.gp_store(&src, mu0.clone())?;
-                backend = self.engine.kind();
+                if !half {
+                    backend = self.engine.kind();
+                }
                 let mut gp = Gp::with_store(&src, store, mu0, mu0_q)?;
                 if prior == Prior::Adaptive {
                     gp.set_adaptive(ADAPTIVE_RIDGE)?;
@@ -529,7 +561,14 @@ impl Reranker {
                 (search.mean, true)
             }
         };
-        if backend == BackendKind::Cpu && self.engine.kind() != BackendKind::Cpu {
+        if half && self.engine.kind() != BackendKind::Cpu {
+            notes.push(format!(
+                "{} runs on the CPU (row-precision {}: the {} path reads f32 rows)",
+                cfg.method.name(),
+                cfg.row_precision.name(),
+                self.engine.name()
+            ));
+        } else if backend == BackendKind::Cpu && self.engine.kind() != BackendKind::Cpu {
             notes.push(format!(
                 "{} runs on the CPU (no {} path for it)",
                 cfg.method.name(),

@@ -39,6 +39,9 @@ pub struct RerankOptions<'a> {
     pub token_capacity: Option<u64>,
     /// Probe documents for the adaptive prior, by default 0 (boundary-morph, prior adaptive).
     pub prior_probes: Option<usize>,
+    /// The precision of the pool copy kernel rows are read from: `f32` (default), `bf16`
+    /// or `f16` (boundary-morph, bagel, rgs, rgs-simple).
+    pub row_precision: Option<&'a str>,
 }
 
 impl<'a> RerankOptions<'a> {
@@ -60,6 +63,7 @@ impl<'a> RerankOptions<'a> {
             batch: None,
             token_capacity: None,
             prior_probes: None,
+            row_precision: None,
         }
     }
 
@@ -90,6 +94,12 @@ impl<'a> RerankOptions<'a> {
         only(self.frac.is_some(), "frac", &[M::Rgs])?;
         only(self.batch.is_some(), "batch", &[M::BoundaryMorph, M::Bagel])?;
         only(self.prior_probes.is_some(), "prior-probes", &[M::BoundaryMorph])?;
+        only(
+            self.row_precision.is_some(),
+            "row-precision",
+            &[M::BoundaryMorph, M::Bagel, M::Rgs, M::RgsSimple],
+        )?;
+        let row_precision: super::RowPrecision = self.row_precision.unwrap_or("f32").parse()?;
         if self.graph_degree == Some(0) {
             return Err(Error::invalid("graph-degree", "must be at least 1"));
         }
@@ -136,6 +146,7 @@ impl<'a> RerankOptions<'a> {
         cfg.batch = self.batch.unwrap_or(1);
         cfg.prior_probes = self.prior_probes.unwrap_or(0);
         cfg.token_capacity = self.token_capacity;
+        cfg.row_precision = row_precision;
         cfg.kernel = match (kind, self.kappa) {
             (KernelKind::Vmf, Some(k)) => KernelChoice::Fixed(Kernel::Vmf { kappa: k }),
             _ => KernelChoice::Median(kind),

@@ -220,6 +220,7 @@ pub fn rerank(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
         .count("capacity")?
         .ok_or_else(|| Error::invalid("capacity", "required"))?;
     let (kernel, prior, acquisition) = (f.str("kernel")?, f.str("prior")?, f.str("acquisition")?);
+    let row_precision = f.str("row_precision")?;
     let opts = RerankOptions {
         kernel: kernel.as_deref(),
         kappa: f.num("kappa")?.map(|k| k as f32),
@@ -232,6 +233,7 @@ pub fn rerank(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
         batch: f.count("batch")?,
         token_capacity: f.count("token_capacity")?.map(|t| t as u64),
         prior_probes: f.count("prior_probes")?,
+        row_precision: row_precision.as_deref(),
         ..RerankOptions::new(&method, budget, capacity)
     };
     let cfg = opts.config()?;

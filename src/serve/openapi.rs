@@ -93,6 +93,7 @@ pub fn document() -> Value {
             "prior": enumerated(&["mips", "zero", "adaptive"]), "acquisition": enumerated(&["boundary", "ucb"]),
             "beta0": num(), "graph_degree": count(), "seed_div": num(), "frac": num(),
             "batch": count(), "token_capacity": count(), "tokens": nums(), "prior_probes": count(),
+            "row_precision": enumerated(&["f32", "bf16", "f16"]),
             "oracle_scores": nums(), "oracle_url": string(), "oracle_api": enumerated(&["tei", "cohere"]),
             "oracle_timeout": num(), "texts": strings(), "query_text": string(),
         }),

@@ -81,6 +81,100 @@ pub fn dot_f64(a: &[f64], b: &[f64]) -> f64 {
     reduce(acc)
 }
 
+/// A bfloat16 (raw bits) widened to `f32`: exact (bf16 is the top half of an `f32`).
+#[inline(always)]
+#[must_use]
+pub fn bf16_to_f32(b: u16) -> f32 {
+    f32::from_bits(u32::from(b) << 16)
+}
+
+/// A finite `f32` rounded to the nearest bfloat16 (ties to even), as raw bits: the
+/// rounding of `half::bf16::from_f32` for finite values, in integer operations that
+/// vectorise.
+#[inline(always)]
+#[must_use]
+pub fn f32_to_bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    ((b + 0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+/// An IEEE binary16 (raw bits) widened to `f32`, exactly, for every finite value
+/// (subnormals included; infinities and NaNs never reach here: pools are checked finite).
+/// Written with integer operations and one select so it vectorises in the dot kernels.
+#[inline(always)]
+#[must_use]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let h = u32::from(h);
+    let sign = (h & 0x8000) << 16;
+    let em = h & 0x7fff;
+    // A normal half: re-bias the exponent (15 -> 127) under the shifted mantissa.
+    let normal = (em << 13) + (112 << 23);
+    // A subnormal half (exponent field 0): mantissa · 2^-24, exact in f32.
+    let sub = (em as f32 * (1.0 / 16_777_216.0)).to_bits();
+    f32::from_bits(sign | if em < 0x400 { sub } else { normal })
+}
+
+/// `<a, b>` for a bfloat16 row (raw bits) and an `f64` vector, in `f64` with the lane
+/// layout and reduction of [`dot`]: each element widens exactly, so the result is the
+/// same bits on every instruction set (the half-precision copy's kernel rows).
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+#[must_use]
+pub fn dot_bf16(a: &[u16], b: &[f64]) -> f64 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut acc = [0.0f64; LANES];
+    let ca = a.chunks_exact(LANES);
+    let cb = b.chunks_exact(LANES);
+    let (ta, tb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..LANES {
+            acc[l] = f64::from(bf16_to_f32(x[l])).mul_add(y[l], acc[l]);
+        }
+    }
+    for l in 0..ta.len() {
+        acc[l] = f64::from(bf16_to_f32(ta[l])).mul_add(tb[l], acc[l]);
+    }
+    reduce(acc)
+}
+
+/// [`dot_bf16`] for an IEEE binary16 row.
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+#[must_use]
+pub fn dot_f16(a: &[u16], b: &[f64]) -> f64 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut acc = [0.0f64; LANES];
+    let ca = a.chunks_exact(LANES);
+    let cb = b.chunks_exact(LANES);
+    let (ta, tb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..LANES {
+            acc[l] = f64::from(f16_to_f32(x[l])).mul_add(y[l], acc[l]);
+        }
+    }
+    for l in 0..ta.len() {
+        acc[l] = f64::from(f16_to_f32(ta[l])).mul_add(tb[l], acc[l]);
+    }
+    reduce(acc)
+}
+
+/// `sum_i a[i]` over `LANES` `f64` accumulators (the lane layout of [`dot`]): the plain
+/// streaming read the benches compare the kernel-row passes with.
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+#[must_use]
+pub fn sum(a: &[f32]) -> f64 {
+    let mut acc = [0.0f64; LANES];
+    let ca = a.chunks_exact(LANES);
+    let ta = ca.remainder();
+    for x in ca {
+        for l in 0..LANES {
+            acc[l] += f64::from(x[l]);
+        }
+    }
+    for l in 0..ta.len() {
+        acc[l] += f64::from(ta[l]);
+    }
+    reduce(acc)
+}
+
 /// `sum_j max(0, s[j] - cur[j])` (a facility-location gain), each term exact in `f64`,
 /// over `LANES` accumulators with the fixed reduction of [`dot`].
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]

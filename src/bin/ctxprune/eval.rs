@@ -43,6 +43,10 @@ pub struct EvalArgs {
     /// Draw CE-nCG@k against budget (the first mode) to this PNG.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// The precision of the pool copy kernel rows are read from, for every method that
+    /// reads them (all but single-stage): f32 (default), bf16 or f16.
+    #[arg(long, default_value = "f32")]
+    pub row_precision: String,
 }
 
 /// Runs `ctxprune eval`.
@@ -56,7 +60,9 @@ pub fn run(a: EvalArgs) -> Result<()> {
         "capacities",
         "modes",
         "token-capacity",
+        "row-precision",
     ];
+    let row_precision: ctxprune::rerank::RowPrecision = flags(a.row_precision.parse(), &names)?;
     let mut modes: Vec<eval::Mode> = Vec::new();
     for m in a.modes.split(',') {
         let m: eval::Mode = flags(m.trim().parse(), &names)?;
@@ -91,7 +97,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
     let t = std::time::Instant::now();
     let mut said = 0.0;
     let out = flags(
-        eval::run_spec(&spec, !a.no_peaks, &mut |s| {
+        eval::run_spec_in(&spec, row_precision, !a.no_peaks, &mut |s| {
             let now = t.elapsed().as_secs_f64();
             if now - said >= 5.0 {
                 said = now;

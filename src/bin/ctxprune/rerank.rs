@@ -92,6 +92,11 @@ pub struct RerankArgs {
     /// for --token-capacity.
     #[arg(long)]
     pub tokens: Option<PathBuf>,
+    /// The precision of the pool copy kernel rows are read from: f32 (default, the
+    /// paper's computation), bf16 or f16 (a half-precision copy: half the bytes per row;
+    /// boundary-morph, bagel, rgs, rgs-simple).
+    #[arg(long)]
+    pub row_precision: Option<String>,
     /// auto, cpu or cuda.
     #[arg(long, default_value = "auto")]
     pub backend: String,
@@ -127,6 +132,7 @@ pub fn run(a: RerankArgs) -> Result<()> {
         batch: a.batch,
         token_capacity: a.token_capacity,
         prior_probes: a.prior_probes,
+        row_precision: a.row_precision.as_deref(),
         ..RerankOptions::new(&a.method, a.budget, a.capacity)
     };
     let names = [
@@ -144,6 +150,7 @@ pub fn run(a: RerankArgs) -> Result<()> {
         "tokens",
         "capacity",
         "prior-probes",
+        "row-precision",
     ];
     let cfg = super::cost::flags(opts.config(), &names)?;
     let method = cfg.method;
