@@ -26,6 +26,7 @@ def scores_for(X, q):
     ("boundary-morph", ["--batch", "4"]), ("bagel", ["--batch", "3"]),
     ("boundary-morph", ["--prior", "adaptive"]),
     ("rgs", ["--seed-div", "3", "--frac", "0.5", "--graph-degree", "6"]), ("rgs-simple", []),
+    ("boundary-morph", ["--row-precision", "bf16"]), ("bagel", ["--row-precision", "f16"]),
 ])
 def test_equals_the_rust_api(tmp_path, rng, method, extra):
     X, q, _ = problem(rng, 157, 21)
