@@ -22,20 +22,7 @@ const LANES: usize = 16;
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 #[must_use]
 pub fn dot(a: &[f32], b: &[f32]) -> f64 {
-    debug_assert_eq!(a.len(), b.len());
-    let mut acc = [0.0f64; LANES];
-    let ca = a.chunks_exact(LANES);
-    let cb = b.chunks_exact(LANES);
-    let (ta, tb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..LANES {
-            acc[l] = f64::from(x[l]).mul_add(f64::from(y[l]), acc[l]);
-        }
-    }
-    for l in 0..ta.len() {
-        acc[l] = f64::from(ta[l]).mul_add(f64::from(tb[l]), acc[l]);
-    }
-    reduce(acc)
+    lane_dot(a, b, f64::from, f64::from)
 }
 
 /// `<a, b>` for an `f32` row and an `f64` vector (an orthonormal basis vector), in `f64`
@@ -43,20 +30,7 @@ pub fn dot(a: &[f32], b: &[f32]) -> f64 {
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 #[must_use]
 pub fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
-    debug_assert_eq!(a.len(), b.len());
-    let mut acc = [0.0f64; LANES];
-    let ca = a.chunks_exact(LANES);
-    let cb = b.chunks_exact(LANES);
-    let (ta, tb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..LANES {
-            acc[l] = f64::from(x[l]).mul_add(y[l], acc[l]);
-        }
-    }
-    for l in 0..ta.len() {
-        acc[l] = f64::from(ta[l]).mul_add(tb[l], acc[l]);
-    }
-    reduce(acc)
+    lane_dot(a, b, f64::from, |y| y)
 }
 
 /// `<a, b>` for two `f64` vectors (the DPP's Cholesky rows), with the lane layout and
@@ -65,20 +39,7 @@ pub fn dot_mixed(a: &[f32], b: &[f64]) -> f64 {
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 #[must_use]
 pub fn dot_f64(a: &[f64], b: &[f64]) -> f64 {
-    debug_assert_eq!(a.len(), b.len());
-    let mut acc = [0.0f64; LANES];
-    let ca = a.chunks_exact(LANES);
-    let cb = b.chunks_exact(LANES);
-    let (ta, tb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..LANES {
-            acc[l] = x[l].mul_add(y[l], acc[l]);
-        }
-    }
-    for l in 0..ta.len() {
-        acc[l] = ta[l].mul_add(tb[l], acc[l]);
-    }
-    reduce(acc)
+    lane_dot(a, b, |x| x, |y| y)
 }
 
 /// A bfloat16 (raw bits) widened to `f32`: exact (bf16 is the top half of an `f32`).
@@ -120,40 +81,14 @@ pub fn f16_to_f32(h: u16) -> f32 {
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 #[must_use]
 pub fn dot_bf16(a: &[u16], b: &[f64]) -> f64 {
-    debug_assert_eq!(a.len(), b.len());
-    let mut acc = [0.0f64; LANES];
-    let ca = a.chunks_exact(LANES);
-    let cb = b.chunks_exact(LANES);
-    let (ta, tb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..LANES {
-            acc[l] = f64::from(bf16_to_f32(x[l])).mul_add(y[l], acc[l]);
-        }
-    }
-    for l in 0..ta.len() {
-        acc[l] = f64::from(bf16_to_f32(ta[l])).mul_add(tb[l], acc[l]);
-    }
-    reduce(acc)
+    lane_dot(a, b, |x| f64::from(bf16_to_f32(x)), |y| y)
 }
 
 /// [`dot_bf16`] for an IEEE binary16 row.
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 #[must_use]
 pub fn dot_f16(a: &[u16], b: &[f64]) -> f64 {
-    debug_assert_eq!(a.len(), b.len());
-    let mut acc = [0.0f64; LANES];
-    let ca = a.chunks_exact(LANES);
-    let cb = b.chunks_exact(LANES);
-    let (ta, tb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..LANES {
-            acc[l] = f64::from(f16_to_f32(x[l])).mul_add(y[l], acc[l]);
-        }
-    }
-    for l in 0..ta.len() {
-        acc[l] = f64::from(f16_to_f32(ta[l])).mul_add(tb[l], acc[l]);
-    }
-    reduce(acc)
+    lane_dot(a, b, |x| f64::from(f16_to_f32(x)), |y| y)
 }
 
 /// `sum_i a[i]` over `LANES` `f64` accumulators (the lane layout of [`dot`]): the plain
@@ -275,6 +210,28 @@ pub fn unit_row(row: &[f32], n: f64, out: &mut [f32], q: Option<&[f32]>) -> (f64
         }
     }
     (reduce(uu), reduce(uq))
+}
+
+/// The one lane loop of every dot product here: `sum_i wa(a[i]) * wb(b[i])` over
+/// `LANES` `f64` accumulators (element `i` into lane `i % LANES`, fused multiply-adds in
+/// index order), then [`reduce`]. Inlined into each instruction-set version of its
+/// callers, so every one of them runs the same operations in the same order.
+#[inline(always)]
+fn lane_dot<A: Copy, B: Copy>(a: &[A], b: &[B], wa: impl Fn(A) -> f64, wb: impl Fn(B) -> f64) -> f64 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut acc = [0.0f64; LANES];
+    let ca = a.chunks_exact(LANES);
+    let cb = b.chunks_exact(LANES);
+    let (ta, tb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..LANES {
+            acc[l] = wa(x[l]).mul_add(wb(y[l]), acc[l]);
+        }
+    }
+    for l in 0..ta.len() {
+        acc[l] = wa(ta[l]).mul_add(wb(tb[l]), acc[l]);
+    }
+    reduce(acc)
 }
 
 #[inline(always)]
