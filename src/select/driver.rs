@@ -13,6 +13,13 @@
 //! lazy picker refreshes lazily: a max-heap of stale upper bounds, refreshing only the top
 //! until a fresh value stays on top. Lazy and eager refreshes run the same arithmetic in
 //! the same order, so both return the same set, item for item (tested).
+//!
+//! A refresh may also stop part way ([`Scorer::refresh_until`]): a candidate whose value
+//! over the first few new picks already falls below the heap's next entry goes back at
+//! that value (an upper bound, the scorer being monotone) and resumes from there when it
+//! next reaches the top. On real-text pools, where most candidates' gains move at every
+//! pick, this skips most of the catch-up work: the picks and their gains are the same
+//! numbers, since a pick is still an exact, current value that no bound in the heap beats.
 
 use crate::backend::picker::Picker;
 use rayon::prelude::*;
@@ -31,6 +38,16 @@ pub(crate) trait Scorer: Sync {
     fn add(&mut self, x: usize, c: &Self::Cand);
     /// True when no gain can increase as `C` grows from its current state.
     fn monotone(&self) -> bool;
+    /// [`refresh`](Self::refresh) that may stop part way, once the value so far is below
+    /// `stop`: `(value, true)` when `c` reached the current `C` (the value `refresh`
+    /// returns), `(value, false)` when it stopped short, with `c` keeping how far it got.
+    /// Called only while [`monotone`](Self::monotone) holds, where the value so far is an
+    /// upper bound on the final one: the lazy picker then leaves the candidate in the
+    /// heap at that bound, and a candidate the next picks leave below the top is never
+    /// brought fully up to date.
+    fn refresh_until(&self, x: usize, c: &mut Self::Cand, _stop: f64) -> (f64, bool) {
+        (self.refresh(x, c), true)
+    }
     /// Refreshes every `alive` candidate, writing its gain: one eager step's bulk work, on
     /// every core.
     fn refresh_all(&self, cands: &mut [Self::Cand], gains: &mut [f64], alive: &[bool]) {
@@ -168,7 +185,8 @@ pub(crate) fn greedy(
     Ok((picks, picked_gains, stop))
 }
 
-/// A heap entry: an upper bound on `x`'s gain, valid since `stamp` picks.
+/// A heap entry: an upper bound on `x`'s gain, valid since `stamp` picks (the exact gain
+/// when `stamp` is the picker's; [`PARTIAL`] for a refresh that stopped short).
 struct Entry {
     bound: f64,
     x: usize,
@@ -246,17 +264,23 @@ impl<'s, S: Scorer> LazyPicker<'s, S> {
                 return Some(x);
             }
             h.pop();
-            let g = s.refresh(x, &mut cands[x]);
-            self.gains[x] = g;
+            let stop = h.peek().map_or(f64::NEG_INFINITY, |e| e.bound);
+            let (g, complete) = s.refresh_until(x, &mut cands[x], stop);
+            if complete {
+                self.gains[x] = g;
+            }
             h.push(Entry {
                 bound: g,
                 x,
-                stamp: self.stamp,
+                stamp: if complete { self.stamp } else { PARTIAL },
             });
         }
         None
     }
 }
+
+/// The stamp of an entry whose refresh stopped short: never a picker's stamp.
+const PARTIAL: usize = usize::MAX;
 
 impl<S: Scorer> Picker for LazyPicker<'_, S> {
     fn add(&mut self, x: usize, _retained: bool) -> crate::Result<()> {

@@ -108,6 +108,9 @@ impl<S> Mmr<S> {
     }
 }
 
+/// Picks a partial refresh takes between checks of its value ([`Scorer::refresh_until`]).
+const CHUNK: usize = 8;
+
 /// Running max-similarity to the picks, valid through `upto` picks.
 pub(crate) struct MaxSim {
     max: f64,
@@ -123,12 +126,28 @@ impl<S: Similarity> Scorer for Mmr<S> {
         }
     }
     fn refresh(&self, x: usize, c: &mut MaxSim) -> f64 {
-        for &p in &self.picks[c.upto..] {
-            c.max = c.max.max(self.sims.sim(x, p));
+        self.refresh_until(x, c, f64::NEG_INFINITY).0
+    }
+    fn refresh_until(&self, x: usize, c: &mut MaxSim, stop: f64) -> (f64, bool) {
+        let t = self.picks.len();
+        let score = |max: f64| {
+            let red = if t == 0 { 0.0 } else { max };
+            self.lambda * self.sims.rel(x) - (1.0 - self.lambda) * red
+        };
+        while c.upto < t {
+            let end = (c.upto + CHUNK).min(t);
+            for &p in &self.picks[c.upto..end] {
+                c.max = c.max.max(self.sims.sim(x, p));
+            }
+            c.upto = end;
+            // The maximum over some of the picks is at most the maximum over all of
+            // them, so this score is at least the final one.
+            let v = score(c.max);
+            if end < t && v < stop {
+                return (v, false);
+            }
         }
-        c.upto = self.picks.len();
-        let red = if self.picks.is_empty() { 0.0 } else { c.max };
-        self.lambda * self.sims.rel(x) - (1.0 - self.lambda) * red
+        (score(c.max), true)
     }
     fn add(&mut self, x: usize, _: &MaxSim) {
         self.picks.push(x);
@@ -172,13 +191,24 @@ impl Scorer for Grn<'_> {
         Resid { r: 1.0, upto: 0 }
     }
     fn refresh(&self, x: usize, c: &mut Resid) -> f64 {
+        self.refresh_until(x, c, f64::NEG_INFINITY).0
+    }
+    fn refresh_until(&self, x: usize, c: &mut Resid, stop: f64) -> (f64, bool) {
         let row = self.d.e.row(x);
-        for u in &self.basis[c.upto..] {
-            let p = cpu::dot_mixed(row, u) * self.d.inv[x];
-            c.r -= p * p;
+        let t = self.basis.len();
+        while c.upto < t {
+            let end = (c.upto + CHUNK).min(t);
+            for u in &self.basis[c.upto..end] {
+                let p = cpu::dot_mixed(row, u) * self.d.inv[x];
+                c.r -= p * p;
+            }
+            c.upto = end;
+            // The residual only falls with more basis vectors.
+            if end < t && c.r.max(0.0) < stop {
+                return (c.r.max(0.0), false);
+            }
         }
-        c.upto = self.basis.len();
-        c.r.max(0.0)
+        (c.r.max(0.0), true)
     }
     fn add(&mut self, x: usize, _: &Resid) {
         if let Some(v) = orthonormal_extension(self.d.e.row(x), self.d.inv[x], &self.basis, self.eps) {
@@ -230,19 +260,30 @@ impl Scorer for Dpp<'_> {
         }
     }
     fn refresh(&self, x: usize, c: &mut CholRow) -> f64 {
-        for s in c.c.len()..self.picks.len() {
-            let p = self.picks[s];
-            let lxp = if self.w[x] == 0.0 {
-                0.0
-            } else {
-                self.w[x] * self.w[p] * self.d.cos(x, p)
-            };
-            let proj = cpu::dot_f64(&c.c, &self.pick_c[s][..s]);
-            let e = (lxp - proj) / self.pick_d[s];
-            c.c.push(e);
-            c.d2 -= e * e;
+        self.refresh_until(x, c, f64::NEG_INFINITY).0
+    }
+    fn refresh_until(&self, x: usize, c: &mut CholRow, stop: f64) -> (f64, bool) {
+        let t = self.picks.len();
+        while c.c.len() < t {
+            let end = (c.c.len() + CHUNK).min(t);
+            for s in c.c.len()..end {
+                let p = self.picks[s];
+                let lxp = if self.w[x] == 0.0 {
+                    0.0
+                } else {
+                    self.w[x] * self.w[p] * self.d.cos(x, p)
+                };
+                let proj = cpu::dot_f64(&c.c, &self.pick_c[s][..s]);
+                let e = (lxp - proj) / self.pick_d[s];
+                c.c.push(e);
+                c.d2 -= e * e;
+            }
+            // The conditional variance only falls with more picks.
+            if end < t && c.d2.max(0.0) < stop {
+                return (c.d2.max(0.0), false);
+            }
         }
-        c.d2.max(0.0)
+        (c.d2.max(0.0), true)
     }
     fn add(&mut self, x: usize, c: &CholRow) {
         // A retained item with no conditional variance left (weight 0, or in the span of
