@@ -159,49 +159,14 @@ pub fn sub_ltv4(l: [f64; 4], r0: &[f32], r1: &[f32], r2: &[f32], r3: &[f32], y: 
 /// `v[i] = (v[i] / n) as f32`, the quotient taken in `f64` and rounded once.
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 pub fn div_round(v: &mut [f32], n: f64) {
-    let mut chunks = v.chunks_exact_mut(LANES);
-    for o in &mut chunks {
-        let x: [f32; LANES] = std::array::from_fn(|l| o[l]);
-        div_round_lanes(&x, n, o);
-    }
-    for x in chunks.into_remainder() {
+    for x in v.iter_mut() {
         *x = (f64::from(*x) / n) as f32;
     }
 }
 
-/// `o[l] = (x[l] / n) as f32` for one chunk, without a division where none is needed:
-/// `y = x · (1 / n)` is within 3 `f64` ulps of the quotient (two roundings of `1 / n`
-/// and the product, against one of the quotient), so when no `f32` rounding boundary (a
-/// midpoint between two `f32` values: the low 29 bits of `y`'s significand at `2^28`)
-/// lies within 8 ulps of `y`, both round to the same `f32`. A chunk with any element near
-/// a boundary, or in the `f32` subnormal range (where boundaries lie elsewhere), is
-/// divided instead: about one chunk in 10^7 on random data. The bits of the division,
-/// at the cost of a multiplication.
-#[inline(always)]
-fn div_round_lanes(x: &[f32; LANES], n: f64, o: &mut [f32]) {
-    const LOW: u64 = (1 << 29) - 1;
-    const MID: u64 = 1 << 28;
-    // Biased exponent of 2^-125: below it, an f32 result may be subnormal.
-    const TINY: u64 = 1023 - 125;
-    let r = 1.0 / n;
-    let mut near = false;
-    for l in 0..LANES {
-        let y = f64::from(x[l]) * r;
-        let b = y.to_bits();
-        let exp = (b >> 52) & 0x7ff;
-        near |= ((b & LOW).abs_diff(MID) <= 8) | ((exp < TINY) & (b << 1 != 0));
-        o[l] = y as f32;
-    }
-    if near {
-        for l in 0..LANES {
-            o[l] = (f64::from(x[l]) / n) as f32;
-        }
-    }
-}
-
-/// One row of a unit copy with what is read off it: `out = (row / n) as f32` (the bits
-/// of [`div_round`]), and `(<out, out>, <out, q>)` with the lane layout and reduction of
-/// [`dot`] (its bits; `<out, q>` is 0 without `q`), each chunk summed while in registers.
+/// One row of a unit copy with what is read off it, in one loop: `out = (row / n) as f32`
+/// (the bits of [`div_round`]), and `(<out, out>, <out, q>)` with the lane layout and
+/// reduction of [`dot`] (its bits; `<out, q>` is 0 without `q`).
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 pub fn unit_row(row: &[f32], n: f64, out: &mut [f32], q: Option<&[f32]>) -> (f64, f64) {
     debug_assert_eq!(row.len(), out.len());
@@ -210,25 +175,38 @@ pub fn unit_row(row: &[f32], n: f64, out: &mut [f32], q: Option<&[f32]>) -> (f64
     let split = row.len() - row.len() % LANES;
     let (head, tail) = row.split_at(split);
     let (ohead, otail) = out.split_at_mut(split);
-    let chunks = head.chunks_exact(LANES).zip(ohead.chunks_exact_mut(LANES));
-    for (c, (x, o)) in chunks.enumerate() {
-        let x: &[f32; LANES] = &std::array::from_fn(|l| x[l]);
-        div_round_lanes(x, n, o);
-        let y = q.map(|q| &q[c * LANES..(c + 1) * LANES]);
-        for l in 0..LANES {
-            let u = f64::from(o[l]);
-            uu[l] = u.mul_add(u, uu[l]);
-            if let Some(y) = y {
-                uq[l] = u.mul_add(f64::from(y[l]), uq[l]);
+    match q {
+        Some(q) => {
+            let (qhead, qtail) = q.split_at(split);
+            let chunks = head.chunks_exact(LANES).zip(ohead.chunks_exact_mut(LANES));
+            for ((x, o), y) in chunks.zip(qhead.chunks_exact(LANES)) {
+                for l in 0..LANES {
+                    o[l] = (f64::from(x[l]) / n) as f32;
+                    let u = f64::from(o[l]);
+                    uu[l] = u.mul_add(u, uu[l]);
+                    uq[l] = u.mul_add(f64::from(y[l]), uq[l]);
+                }
+            }
+            for l in 0..tail.len() {
+                otail[l] = (f64::from(tail[l]) / n) as f32;
+                let u = f64::from(otail[l]);
+                uu[l] = u.mul_add(u, uu[l]);
+                uq[l] = u.mul_add(f64::from(qtail[l]), uq[l]);
             }
         }
-    }
-    for l in 0..tail.len() {
-        otail[l] = (f64::from(tail[l]) / n) as f32;
-        let u = f64::from(otail[l]);
-        uu[l] = u.mul_add(u, uu[l]);
-        if let Some(q) = q {
-            uq[l] = u.mul_add(f64::from(q[split + l]), uq[l]);
+        None => {
+            for (x, o) in head.chunks_exact(LANES).zip(ohead.chunks_exact_mut(LANES)) {
+                for l in 0..LANES {
+                    o[l] = (f64::from(x[l]) / n) as f32;
+                    let u = f64::from(o[l]);
+                    uu[l] = u.mul_add(u, uu[l]);
+                }
+            }
+            for l in 0..tail.len() {
+                otail[l] = (f64::from(tail[l]) / n) as f32;
+                let u = f64::from(otail[l]);
+                uu[l] = u.mul_add(u, uu[l]);
+            }
         }
     }
     (reduce(uu), reduce(uq))
@@ -370,61 +348,6 @@ pub fn gemm_abt(a: &[f32], b: &[f32], d: usize, c: &mut [f32], ldc: usize, paral
 mod tests {
     use super::*;
     use crate::rng::Rng;
-
-    /// The division-free unit copy against the division it replaces, bit for bit: random
-    /// quotients of every magnitude (f32 subnormals included), and quotients placed on
-    /// and next to f32 rounding midpoints, where the multiplication alone would round the
-    /// other way.
-    #[test]
-    fn div_round_is_the_division_bit_for_bit() {
-        let mut rng = Rng::new(17);
-        let mut xs = Vec::new();
-        let mut ns = Vec::new();
-        for _ in 0..200_000 {
-            let e = rng.below(60) as i32 - 40;
-            xs.push((rng.normal() * 2f64.powi(e)) as f32);
-            ns.push(rng.uniform().mul_add(8.0, 1e-3) * 2f64.powi(rng.below(20) as i32 - 10));
-        }
-        for _ in 0..50_000 {
-            // x / n within an f64 ulp or two of the midpoint between a and its successor.
-            let a = (rng.uniform() + 0.01) as f32;
-            let m = (f64::from(a) + f64::from(f32::from_bits(a.to_bits() + 1))) / 2.0;
-            let x = (rng.normal() * 3.0) as f32;
-            let n = f64::from(x) / m;
-            if n.is_finite() && n != 0.0 {
-                for k in [-2i64, -1, 0, 1, 2] {
-                    xs.push(x);
-                    ns.push(f64::from_bits((n.to_bits() as i64 + k) as u64));
-                }
-            }
-        }
-        xs.push(0.0);
-        ns.push(1.5);
-        xs.push(-0.0);
-        ns.push(0.7);
-        let mut near = 0;
-        for (&x, &n) in xs.iter().zip(&ns) {
-            // One element per chunk, so each chunk's path is this element's.
-            let mut v = [x; LANES];
-            div_round(&mut v, n);
-            let want = (f64::from(x) / n) as f32;
-            assert_eq!(v[0].to_bits(), want.to_bits(), "{x:e} / {n:e}");
-            let mut o = [0.0f32; LANES + 1];
-            unit_row(&[x; LANES + 1], n, &mut o, None);
-            assert!(
-                o.iter().all(|v| v.to_bits() == want.to_bits()),
-                "unit_row {x:e} / {n:e}"
-            );
-            if (f64::from(x) * (1.0 / n)) as f32 != want {
-                near += 1;
-            }
-        }
-        // The midpoint cases do reach the division (the multiplication alone is wrong).
-        assert!(
-            near > 100,
-            "only {near} cases where the product rounds differently"
-        );
-    }
 
     #[test]
     fn dot_and_matvec_match_f64_and_each_other() {
