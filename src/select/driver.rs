@@ -418,6 +418,73 @@ mod tests {
         assert_eq!(got, want, "{what}");
     }
 
+    /// Pools where the passages share a common direction, as real text does (every gain
+    /// moves at every pick), with budgets long enough that refreshes stop part way
+    /// ([`Scorer::refresh_until`]) and resume: the lazy picker returns the eager
+    /// picker's picks and gains, bit for bit.
+    #[test]
+    fn partial_refreshes_give_the_eager_picks() {
+        for (seed, n, d, common) in [
+            (3u64, 301usize, 23usize, 1.5f64),
+            (4, 257, 9, 3.0),
+            (5, 199, 40, 0.5),
+        ] {
+            let mut rng = crate::rng::Rng::new(seed);
+            let c0: Vec<f64> = (0..d).map(|_| rng.normal()).collect();
+            let data: Vec<f32> = (0..n * d)
+                .map(|i| (common * c0[i % d] + rng.normal()) as f32)
+                .collect();
+            let e = crate::Embeddings::new(n, d, data, "t")
+                .unwrap()
+                .normalized()
+                .unwrap();
+            let inv = e.inv_norms().unwrap();
+            let q: Vec<f32> = (0..d)
+                .map(|j| (common * c0[j] + 0.5 * rng.normal()) as f32)
+                .collect();
+            let costs: Vec<f64> = (0..n).map(|_| 1.0 + rng.below(9) as f64).collect();
+            let host = Resident::Host;
+            let rows = Rows {
+                e: &e,
+                inv: &inv,
+                resident: &host,
+            };
+            let dense = Dense::new(&rows, Some(&q)).unwrap();
+            for (k, budget, retained) in [
+                (Some(97), None, vec![]),
+                (Some(61), Some(250.0), vec![]),
+                (Some(70), None, vec![5, 40, 2]),
+            ] {
+                let lim = Limits {
+                    k,
+                    token_budget: budget,
+                    costs: Some(&costs),
+                    threshold: None,
+                    cancel: None,
+                };
+                let what = format!("seed {seed} k={k:?} budget={budget:?} retained={retained:?}");
+                for lam in [0.2, 0.5, 0.85] {
+                    both(
+                        &|| Mmr::new(&dense, lam),
+                        n,
+                        &retained,
+                        &lim,
+                        &Facts { floor: None },
+                        &format!("mmr {lam} {what}"),
+                    );
+                }
+                both(
+                    &|| Dpp::new(&dense, 1e-10),
+                    n,
+                    &retained,
+                    &lim,
+                    &Facts { floor: Some(1e-10) },
+                    &format!("dpp {what}"),
+                );
+            }
+        }
+    }
+
     #[test]
     fn device_shaped_picker_matches_the_lazy_picker() {
         let mut rng = crate::rng::Rng::new(11);

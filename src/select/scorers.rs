@@ -190,25 +190,16 @@ impl Scorer for Grn<'_> {
     fn cand(&self, _: usize) -> Resid {
         Resid { r: 1.0, upto: 0 }
     }
+    // No partial refresh (measured: GRN's residuals stay close together, so a candidate
+    // stopped short is nearly always resumed to the end, and the stops only add heap work).
     fn refresh(&self, x: usize, c: &mut Resid) -> f64 {
-        self.refresh_until(x, c, f64::NEG_INFINITY).0
-    }
-    fn refresh_until(&self, x: usize, c: &mut Resid, stop: f64) -> (f64, bool) {
         let row = self.d.e.row(x);
-        let t = self.basis.len();
-        while c.upto < t {
-            let end = (c.upto + CHUNK).min(t);
-            for u in &self.basis[c.upto..end] {
-                let p = cpu::dot_mixed(row, u) * self.d.inv[x];
-                c.r -= p * p;
-            }
-            c.upto = end;
-            // The residual only falls with more basis vectors.
-            if end < t && c.r.max(0.0) < stop {
-                return (c.r.max(0.0), false);
-            }
+        for u in &self.basis[c.upto..] {
+            let p = cpu::dot_mixed(row, u) * self.d.inv[x];
+            c.r -= p * p;
         }
-        (c.r.max(0.0), true)
+        c.upto = self.basis.len();
+        c.r.max(0.0)
     }
     fn add(&mut self, x: usize, _: &Resid) {
         if let Some(v) = orthonormal_extension(self.d.e.row(x), self.d.inv[x], &self.basis, self.eps) {
