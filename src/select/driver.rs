@@ -51,6 +51,14 @@ pub(crate) trait Scorer: Sync {
     /// Refreshes every `alive` candidate, writing its gain: one eager step's bulk work, on
     /// every core.
     fn refresh_all(&self, cands: &mut [Self::Cand], gains: &mut [f64], alive: &[bool]) {
+        if cands.len() < SMALL_POOL {
+            for (x, (c, g)) in cands.iter_mut().zip(gains.iter_mut()).enumerate() {
+                if alive[x] {
+                    *g = self.refresh(x, c);
+                }
+            }
+            return;
+        }
         // At least 64 candidates per task: a small pool is not split into tasks that cost
         // more to hand out than to run.
         cands
@@ -62,6 +70,10 @@ pub(crate) trait Scorer: Sync {
             .for_each(|(x, (c, g))| *g = self.refresh(x, c));
     }
 }
+
+/// Pools below this many candidates are refreshed on the calling thread: waking the
+/// other threads costs more than the refresh.
+const SMALL_POOL: usize = 2048;
 
 /// Why a greedy selection stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

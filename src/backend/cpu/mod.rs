@@ -287,6 +287,12 @@ const ROWS_PER_TASK: usize = 512;
 pub fn matvec(m: &[f32], dim: usize, y: &[f32], out: &mut [f64]) {
     debug_assert_eq!(m.len(), out.len() * dim);
     debug_assert_eq!(y.len(), dim);
+    if out.len() * dim < 1 << 20 {
+        for (r, v) in out.iter_mut().enumerate() {
+            *v = dot(&m[r * dim..(r + 1) * dim], y);
+        }
+        return;
+    }
     out.par_chunks_mut(ROWS_PER_TASK).enumerate().for_each(|(c, o)| {
         let base = c * ROWS_PER_TASK;
         for (k, v) in o.iter_mut().enumerate() {
