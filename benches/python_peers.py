@@ -37,8 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-import ctxprune
-from ctxprune.langchain import maximal_marginal_relevance as cp_mmr
+import ctxprune_rs as ctxprune
+from ctxprune_rs.langchain import maximal_marginal_relevance as cp_mmr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402

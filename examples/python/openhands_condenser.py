@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Sequence
 
-import ctxprune
+import ctxprune_rs as ctxprune
 
 PLACEHOLDER = "<MASKED>"
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 /// An engine: the CPU, or a CUDA device with its kernels and streams. Open one per
 /// process and share it; `Clone + Send + Sync` in Rust, thread-safe here.
-#[pyclass(frozen, module = "ctxprune._native")]
+#[pyclass(frozen, module = "ctxprune_rs._native")]
 pub struct Engine {
     pub inner: ctxprune::Engine,
 }
@@ -75,7 +75,7 @@ impl Engine {
 
 /// A pool: the rows normalised to unit length once (a copy; the caller's array is never
 /// written) and made resident on the engine's device.
-#[pyclass(frozen, module = "ctxprune._native")]
+#[pyclass(frozen, module = "ctxprune_rs._native")]
 pub struct Pool {
     pub inner: ctxprune::Pool,
 }

@@ -1,4 +1,4 @@
-//! The crate's errors as the package's exceptions (python/ctxprune/_errors.py):
+//! The crate's errors as the package's exceptions (python/ctxprune_rs/_errors.py):
 //! `InvalidInputError` (a `ValueError`), `FileError` (an `OSError`), `BackendError` and
 //! `OracleError`, all subclasses of `CtxpruneError`, with the crate's one-line message.
 
@@ -6,9 +6,9 @@ use ctxprune::{Error, ErrorKind};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-/// The exception class `name` of `ctxprune._errors`.
+/// The exception class `name` of `ctxprune_rs._errors`.
 fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
-    Ok(py.import("ctxprune._errors")?.getattr(name)?.cast_into()?)
+    Ok(py.import("ctxprune_rs._errors")?.getattr(name)?.cast_into()?)
 }
 
 /// The exception for `e`. The library names options as the CLI spells them

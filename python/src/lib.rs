@@ -1,5 +1,5 @@
-//! `ctxprune._native`: the crate's service API for Python. The Python package
-//! (python/ctxprune/) wraps it with the argument handling, dtypes and docs users see.
+//! `ctxprune_rs._native`: the crate's service API for Python. The Python package
+//! (python/ctxprune_rs/) wraps it with the argument handling, dtypes and docs users see.
 //!
 //! Every call that computes releases the GIL (`Python::detach`), so a thread pool of
 //! Python callers runs in parallel; arrays are copied into owned rows (under the GIL)

@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 use std::sync::Mutex;
 
 /// One conversation's masker: options checked once, token counts cached across calls.
-#[pyclass(frozen, module = "ctxprune._native")]
+#[pyclass(frozen, module = "ctxprune_rs._native")]
 pub struct MaskSession {
     format: Option<Format>,
     session: Mutex<ctxprune::mask::masker::MaskSession>,

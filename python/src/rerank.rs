@@ -69,7 +69,7 @@ impl Oracle for Callable {
 }
 
 /// A budgeted top-k configuration checked once and bound to an engine.
-#[pyclass(frozen, module = "ctxprune._native")]
+#[pyclass(frozen, module = "ctxprune_rs._native")]
 pub struct Reranker {
     inner: ctxprune::rerank::Reranker,
 }
@@ -213,7 +213,7 @@ impl Reranker {
 }
 
 /// The outcome of a budgeted top-k run.
-#[pyclass(frozen, module = "ctxprune._native")]
+#[pyclass(frozen, module = "ctxprune_rs._native")]
 pub struct Reranked {
     r: ctxprune::rerank::Reranked,
 }

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 
 /// A selection configuration checked once and bound to an engine; `select` from any
 /// thread, any number of times.
-#[pyclass(frozen, module = "ctxprune._native")]
+#[pyclass(frozen, module = "ctxprune_rs._native")]
 pub struct Selector {
     inner: ctxprune::select::Selector,
 }
@@ -158,7 +158,7 @@ impl Selector {
 }
 
 /// The outcome of a selection.
-#[pyclass(frozen, module = "ctxprune._native")]
+#[pyclass(frozen, module = "ctxprune_rs._native")]
 pub struct Selection {
     sel: ctxprune::select::Selection,
 }

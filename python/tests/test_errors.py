@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import ctxprune
-from ctxprune import BackendError, CtxpruneError, FileError, InvalidInputError, OracleError
+import ctxprune_rs as ctxprune
+from ctxprune_rs import BackendError, CtxpruneError, FileError, InvalidInputError, OracleError
 
 CPU = ctxprune.Engine("cpu")
 X = np.random.default_rng(3).standard_normal((20, 5)).astype(np.float32)

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-import ctxprune
+import ctxprune_rs as ctxprune
 
 CPU = ctxprune.Engine("cpu")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ctxprune.langchain import maximal_marginal_relevance
+from ctxprune_rs.langchain import maximal_marginal_relevance
 
 lc = pytest.importorskip("langchain_core.vectorstores.utils").maximal_marginal_relevance
 

@@ -8,7 +8,7 @@ import traceback
 import numpy as np
 import pytest
 
-import ctxprune
+import ctxprune_rs as ctxprune
 from conftest import cli, problem
 
 CPU = ctxprune.Engine("cpu")

@@ -2,7 +2,7 @@
 (`langchain_core.vectorstores.utils`): the same signature, the same picks in the same
 order, the same result (a list of row indices), computed by ctxprune's MMR.
 
-    from ctxprune.langchain import maximal_marginal_relevance
+    from ctxprune_rs.langchain import maximal_marginal_relevance
     idx = maximal_marginal_relevance(query_embedding, embedding_list, lambda_mult=0.5, k=4)
 
 LangChain's convention, kept here: the first pick is the row most similar to the query

@@ -1,12 +1,12 @@
-"""ctxprune: decides what enters an LLM research agent's context, and does it fast.
+"""ctxprune_rs (distribution `ctxprune-rs`): ctxprune, the Rust crate, in Python. It decides what enters an LLM research agent's context, and does it fast.
 
 Marginal-value selection (MMR, GRN, centroid drift, DPP, coverage per token, hybrid,
 lexical), budgeted top-k reranking with a limited oracle (BoundaryMORPH), observation
 masking of agent trajectories, and token-cost accounting, on the CPU or a CUDA device.
 
-    import numpy as np, ctxprune
+    import numpy as np, ctxprune_rs
     X = np.random.default_rng(0).standard_normal((1000, 384), dtype=np.float32)
-    sel = ctxprune.select(X, query=X[0], method="mmr", k=10)
+    sel = ctxprune_rs.select(X, query=X[0], method="mmr", k=10)
     sel.indices                     # int64 array, in pick order
 
 Every call that computes releases the GIL, so Python threads run selections in parallel.
@@ -57,7 +57,7 @@ def _engine(engine: Optional[Engine]) -> Engine:
     if engine is None:
         return default_engine()
     if not isinstance(engine, Engine):
-        raise InvalidInputError(f"invalid engine: expected a ctxprune.Engine, got {type(engine).__name__}")
+        raise InvalidInputError(f"invalid engine: expected a ctxprune_rs.Engine, got {type(engine).__name__}")
     return engine
 
 
@@ -179,7 +179,7 @@ class Selector:
         passes over the pool shared between them. `costs` and `retained` apply to every
         query. An error names the query it came from (`queries[3]: ...`).
 
-        >>> import numpy as np, ctxprune
+        >>> import numpy as np, ctxprune_rs as ctxprune
         >>> pool = ctxprune.Pool(np.eye(3, dtype=np.float32) + 0.1)
         >>> s = ctxprune.Selector("mmr", k=1)
         >>> [sel.indices.tolist() for sel in s.select_many(pool, np.eye(3, dtype=np.float32))]
@@ -187,7 +187,7 @@ class Selector:
         """
         if not isinstance(pool, Pool):
             raise InvalidInputError(
-                f"invalid pool: select_many needs a ctxprune.Pool, got {type(pool).__name__}"
+                f"invalid pool: select_many needs a ctxprune_rs.Pool, got {type(pool).__name__}"
             )
         return self._sel.select_many(
             pool._pool,
@@ -222,7 +222,7 @@ def select(
     `Selector` for the options. Returns a `Selection`: `.indices` (int64, in pick order),
     `.gains`, `.stop`, `.tokens`, `.notes`, `.backend`.
 
-    >>> import numpy as np, ctxprune
+    >>> import numpy as np, ctxprune_rs as ctxprune
     >>> X = np.eye(3, dtype=np.float32) + 0.1
     >>> ctxprune.select(X, query=X[0], method="mmr", k=2).indices.tolist()
     [0, 1]
