@@ -47,6 +47,32 @@ impl Embeddings {
         })
     }
 
+    /// Wraps rows that a [`crate::Pool`] normalised already (a pool's
+    /// [`embeddings`](crate::Pool::embeddings), written out and read back: a pickled
+    /// pool), kept as they are, so a pool made of them selects exactly as the original.
+    /// [`Embeddings::new`]'s checks, and every row's norm within 1e-5 of 1 (a row that is
+    /// not is an error naming it: rows from anywhere else go through
+    /// [`normalize`](Self::normalize)).
+    pub fn from_unit_rows(
+        rows: usize,
+        dim: usize,
+        data: Vec<f32>,
+        source: impl Into<String>,
+    ) -> Result<Self> {
+        let mut e = Embeddings::new(rows, dim, data, source)?;
+        for i in 0..rows {
+            let n = crate::backend::cpu::dot(e.row(i), e.row(i)).sqrt();
+            if (n - 1.0).abs() > 1e-5 {
+                return Err(Error::invalid(
+                    &e.source,
+                    format!("row {i} has norm {n}, not 1: these are not a pool's unit rows"),
+                ));
+            }
+        }
+        e.unit = true;
+        Ok(e)
+    }
+
     /// Builds the matrix from rows of equal length; a ragged row is an error naming it.
     pub fn from_rows<R: AsRef<[f32]>>(rows: &[R], source: impl Into<String>) -> Result<Self> {
         let source = source.into();

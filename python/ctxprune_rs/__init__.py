@@ -16,10 +16,11 @@ and `OracleError`, all `CtxpruneError`.
 
 from __future__ import annotations
 
+import copyreg
 import json
 import os
 import threading
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -29,11 +30,13 @@ from ._arrays import floats as _floats
 from ._arrays import indices as _indices
 from ._arrays import numbers as _numbers
 from ._errors import BackendError, CtxpruneError, FileError, InvalidInputError, OracleError
-from ._native import DEFAULT_PLACEHOLDER, Engine, Reranked, Selection
+from ._native import DEFAULT_PLACEHOLDER, Engine, Reranked, Selection, TokenCounter
 
 __all__ = [
     "Engine", "Pool", "Selector", "Selection", "Reranker", "Reranked", "MaskSession",
-    "select", "rerank", "mask", "count_tokens", "default_engine", "cost",
+    "Encoder", "TokenCounter", "Chosen",
+    "select", "rerank", "mask", "count_tokens", "token_counter", "embed", "encoder",
+    "select_texts", "rerank_texts", "default_engine", "cost",
     "CtxpruneError", "InvalidInputError", "FileError", "BackendError", "OracleError",
     "DEFAULT_PLACEHOLDER",
 ]
@@ -59,6 +62,15 @@ def _engine(engine: Optional[Engine]) -> Engine:
     if not isinstance(engine, Engine):
         raise InvalidInputError(f"invalid engine: expected a ctxprune_rs.Engine, got {type(engine).__name__}")
     return engine
+
+
+def _open_engine(backend: str, device: int, cache_dir: Any, cuda_roots: Any) -> Engine:
+    return Engine(backend, device=device, cache_dir=cache_dir, cuda_roots=list(cuda_roots))
+
+
+# An engine pickles as the options it was opened with; the other process opens its own
+# (which backend it gets there is that machine's answer, as for `Engine(...)` itself).
+copyreg.pickle(Engine, lambda e: (_open_engine, e._options()))
 
 
 class Pool:
@@ -92,8 +104,24 @@ class Pool:
         """"f32", "f16" or "bf16"."""
         return self._pool.storage
 
+    def unit_rows(self) -> np.ndarray:
+        """A copy of the pool's rows as it holds them: unit-normalised, float32."""
+        return self._pool.unit_rows()
+
+    def __reduce__(self):
+        # Its unit rows, kept as they are on the way back: the unpickled pool selects
+        # exactly as this one, bit for bit.
+        return (_pool_of_unit_rows, (self.unit_rows(), self.engine, self.storage))
+
     def __repr__(self) -> str:
         return repr(self._pool)
+
+
+def _pool_of_unit_rows(rows: np.ndarray, engine: Engine, storage: str) -> Pool:
+    p = Pool.__new__(Pool)
+    p.engine = engine
+    p._pool = _native.Pool._from_unit_rows(engine, rows, storage)
+    return p
 
 
 def _pool(x: Any, engine: Engine) -> Optional[Pool]:
@@ -132,6 +160,13 @@ class Selector:
             threshold=threshold, preset=preset,
             weights=None if weights is None else _numbers(weights, "weights"),
         )
+        self._args = dict(
+            method=method, mode=mode, k=k, token_budget=token_budget, lambda_=lambda_,
+            threshold=threshold, preset=preset, weights=None if weights is None else list(weights),
+        )
+
+    def __reduce__(self):
+        return (_rebuild, (Selector, self._args, self.engine))
 
     @property
     def method(self) -> str:
@@ -198,6 +233,11 @@ class Selector:
 
     def __repr__(self) -> str:
         return repr(self._sel)
+
+
+def _rebuild(cls: type, args: Dict[str, Any], engine: Engine) -> Any:
+    """A `Selector` or `Reranker` from the options it was made with (unpickling)."""
+    return cls(engine=engine, **args)
 
 
 def select(
@@ -280,6 +320,14 @@ class Reranker:
             token_capacity=_count(token_capacity, "token_capacity"),
             prior_probes=_count(prior_probes, "prior_probes"), row_precision=row_precision,
         )
+        self._args = dict(
+            budget=budget, capacity=capacity, method=method, kernel=kernel, kappa=kappa, prior=prior,
+            acquisition=acquisition, beta0=beta0, graph_degree=graph_degree, seed_div=seed_div, frac=frac,
+            batch=batch, token_capacity=token_capacity, prior_probes=prior_probes, row_precision=row_precision,
+        )
+
+    def __reduce__(self):
+        return (_rebuild, (Reranker, self._args, self.engine))
 
     def rerank(
         self,
@@ -406,7 +454,30 @@ def mask(messages: Any, format: str = "auto", window: int = 5, **options: Any) -
     return MaskSession(format, window, **options).mask(messages)
 
 
+_counters: Dict[str, TokenCounter] = {}
+_counters_lock = threading.Lock()
+
+
+def token_counter(tokenizer: str = "o200k_base") -> TokenCounter:
+    """The module's `TokenCounter` for `tokenizer` ("o200k_base", "cl100k_base", "approx"
+    or a HuggingFace tokenizer.json path), loaded on first use and kept: `.count(text)`,
+    `.count_many(texts)`."""
+    if not isinstance(tokenizer, (str, os.PathLike)):
+        raise InvalidInputError(f"invalid tokenizer: expected a name or a path, got {type(tokenizer).__name__}")
+    name = os.fspath(tokenizer)
+    with _counters_lock:
+        c = _counters.get(name)
+        if c is None:
+            c = _counters[name] = TokenCounter(name)
+        return c
+
+
 def count_tokens(text: str, tokenizer: str = "o200k_base") -> int:
     """Tokens in `text`: "o200k_base", "cl100k_base", "approx" (4 characters a token) or a
-    HuggingFace tokenizer.json path."""
-    return _native.count_tokens(text, tokenizer)
+    HuggingFace tokenizer.json path (the counter is loaded once and kept)."""
+    if not isinstance(text, str):
+        raise InvalidInputError(f"invalid text: expected a str, got {type(text).__name__}")
+    return token_counter(tokenizer).count(text)
+
+
+from .text import Chosen, Encoder, embed, encoder, rerank_texts, select_texts  # noqa: E402

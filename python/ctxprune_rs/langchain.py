@@ -1,9 +1,20 @@
-"""Drop-in for LangChain's `maximal_marginal_relevance`
-(`langchain_core.vectorstores.utils`): the same signature, the same picks in the same
-order, the same result (a list of row indices), computed by ctxprune's MMR.
+"""ctxprune in LangChain (`pip install "ctxprune-rs[langchain]"`):
+
+- `CtxpruneCompressor`: marginal-value selection of retrieved documents (MMR, DPP,
+  facility location per token, hybrid, GRN, centroid drift, lexical) under an item and/or
+  token budget, as a document compressor (`ContextualCompressionRetriever`,
+  `DocumentCompressorPipeline`);
+- `CtxpruneRerank`: a cross-encoder called at most `budget` times for the best `top_n`
+  (BoundaryMORPH), as a document compressor;
+- `maximal_marginal_relevance`: a drop-in for LangChain's
+  (`langchain_core.vectorstores.utils`): the same signature, the same picks in the same
+  order, the same result (a list of row indices), computed by ctxprune's MMR.
 
     from ctxprune_rs.langchain import maximal_marginal_relevance
     idx = maximal_marginal_relevance(query_embedding, embedding_list, lambda_mult=0.5, k=4)
+
+The compressors import langchain-core when first used (`from ctxprune_rs.langchain
+import CtxpruneCompressor`); the drop-in needs only numpy.
 
 LangChain's convention, kept here: the first pick is the row most similar to the query
 (for any `lambda_mult`), each next one maximises
@@ -22,7 +33,16 @@ import numpy as np
 from . import Engine, Pool, select
 from ._arrays import floats
 
-__all__ = ["maximal_marginal_relevance"]
+__all__ = ["maximal_marginal_relevance", "CtxpruneCompressor", "CtxpruneRerank"]
+
+
+def __getattr__(name: str) -> Any:
+    # The compressors subclass LangChain's classes: LangChain is imported on first use.
+    if name in ("CtxpruneCompressor", "CtxpruneRerank"):
+        from . import _langchain
+
+        return getattr(_langchain, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def maximal_marginal_relevance(

@@ -50,11 +50,11 @@ pub fn with_rows<T: Send>(
         .map_err(|_| invalid(py, what, "must be 2-D (rows x dimensions)"))?;
     if let Ok(r) = a.extract::<PyReadonlyArrayDyn<'_, f32>>() {
         if let Ok(v) = r.as_slice() {
-            return py.detach(|| f(v, shape.0, shape.1)).py(py);
+            return crate::compute(py, || f(v, shape.0, shape.1)).py(py);
         }
     }
     let v = values(py, a, what, shape.1)?;
-    py.detach(|| f(&v, shape.0, shape.1)).py(py)
+    crate::compute(py, || f(&v, shape.0, shape.1)).py(py)
 }
 
 /// A vector from a 1-D array.

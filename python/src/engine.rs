@@ -11,6 +11,11 @@ use std::path::PathBuf;
 #[pyclass(frozen, module = "ctxprune_rs._native")]
 pub struct Engine {
     pub inner: ctxprune::Engine,
+    /// The options it was opened with, for pickling (`_options`).
+    backend: String,
+    device: usize,
+    cache_dir: Option<PathBuf>,
+    cuda_roots: Vec<PathBuf>,
 }
 
 #[pymethods]
@@ -25,6 +30,7 @@ impl Engine {
         cuda_roots: Vec<PathBuf>,
     ) -> PyResult<Self> {
         let choice: BackendChoice = backend.parse().py(py)?;
+        let given = (backend.to_string(), cache_dir.clone(), cuda_roots.clone());
         // As the CLI: the environment's cache and CUDA roots unless given.
         let env = EngineOptions::from_env();
         let opts = EngineOptions {
@@ -35,14 +41,31 @@ impl Engine {
                 cuda_roots
             },
         };
-        let inner = py
-            .detach(|| match choice {
-                BackendChoice::Cuda => ctxprune::Engine::cuda_with(device, &opts),
-                _ if device != 0 => Err(ctxprune::Error::invalid("device", "applies to the cuda backend")),
-                c => ctxprune::Engine::open(c, &opts),
-            })
-            .py(py)?;
-        Ok(Engine { inner })
+        let inner = crate::compute(py, || match choice {
+            BackendChoice::Cuda => ctxprune::Engine::cuda_with(device, &opts),
+            _ if device != 0 => Err(ctxprune::Error::invalid("device", "applies to the cuda backend")),
+            c => ctxprune::Engine::open(c, &opts),
+        })
+        .py(py)?;
+        Ok(Engine {
+            inner,
+            backend: given.0,
+            device,
+            cache_dir: given.1,
+            cuda_roots: given.2,
+        })
+    }
+
+    /// `(backend, device, cache_dir, cuda_roots)` as given to the constructor: a pickled
+    /// engine opens again with them on the other side (which backend it gets is that
+    /// machine's answer).
+    fn _options(&self) -> (String, usize, Option<PathBuf>, Vec<PathBuf>) {
+        (
+            self.backend.clone(),
+            self.device,
+            self.cache_dir.clone(),
+            self.cuda_roots.clone(),
+        )
     }
 
     /// "cpu" or "cuda".
@@ -73,6 +96,19 @@ impl Engine {
     }
 }
 
+fn parse_storage(py: Python<'_>, storage: &str) -> PyResult<Storage> {
+    match storage {
+        "f32" => Ok(Storage::F32),
+        "f16" => Ok(Storage::F16),
+        "bf16" => Ok(Storage::Bf16),
+        s => Err(crate::errors::invalid(
+            py,
+            "storage",
+            format!("unknown storage '{s}' (f32, f16, bf16)"),
+        )),
+    }
+}
+
 /// A pool: the rows normalised to unit length once (a copy; the caller's array is never
 /// written) and made resident on the engine's device.
 #[pyclass(frozen, module = "ctxprune_rs._native")]
@@ -85,23 +121,39 @@ impl Pool {
     #[new]
     #[pyo3(signature = (engine, embeddings, storage = "f32"))]
     fn new(py: Python<'_>, engine: &Engine, embeddings: &Bound<'_, PyAny>, storage: &str) -> PyResult<Self> {
-        let storage = match storage {
-            "f32" => Storage::F32,
-            "f16" => Storage::F16,
-            "bf16" => Storage::Bf16,
-            s => {
-                return Err(crate::errors::invalid(
-                    py,
-                    "storage",
-                    format!("unknown storage '{s}' (f32, f16, bf16)"),
-                ))
-            }
-        };
+        let storage = parse_storage(py, storage)?;
         let engine = &engine.inner;
         let inner = arrays::with_rows(py, embeddings, "embeddings", |data, rows, dim| {
             ctxprune::Pool::from_slice(engine, data, rows, dim, "embeddings", storage)
         })?;
         Ok(Pool { inner })
+    }
+
+    /// A pool of rows a pool normalised already (`unit_rows()` of another pool: how a
+    /// pickled pool comes back), kept as they are, so it selects exactly as the original.
+    #[staticmethod]
+    #[pyo3(signature = (engine, rows, storage = "f32"))]
+    fn _from_unit_rows(
+        py: Python<'_>,
+        engine: &Engine,
+        rows: &Bound<'_, PyAny>,
+        storage: &str,
+    ) -> PyResult<Self> {
+        let storage = parse_storage(py, storage)?;
+        let engine = &engine.inner;
+        let inner = arrays::with_rows(py, rows, "rows", |data, n, dim| {
+            let e = ctxprune::Embeddings::from_unit_rows(n, dim, data.to_vec(), "rows")?;
+            ctxprune::Pool::with_storage(engine, e, storage)
+        })?;
+        Ok(Pool { inner })
+    }
+
+    /// A copy of the pool's unit-normalised rows (`N x d` float32).
+    fn unit_rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        use numpy::{PyArray1, PyArrayMethods};
+        let e = self.inner.embeddings();
+        let flat = PyArray1::from_vec(py, e.as_slice().to_vec());
+        Ok(flat.reshape([e.rows(), e.dim()])?.into_any())
     }
 
     fn __len__(&self) -> usize {

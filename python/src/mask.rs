@@ -63,7 +63,7 @@ impl MaskSession {
             step,
             placeholder: placeholder.unwrap_or_else(|| MaskConfig::default().placeholder),
         };
-        let counter = py.detach(|| ctxprune::tokens::counter(tokenizer)).py(py)?;
+        let counter = crate::compute(py, || ctxprune::tokens::counter(tokenizer)).py(py)?;
         let masker = Masker::new(cfg, counter).py(py)?;
         Ok(MaskSession {
             format,
@@ -74,15 +74,14 @@ impl MaskSession {
     /// Masks the messages (JSON text: an array, or an object with "messages") and returns
     /// the masked JSON text and the accounting.
     fn mask_json<'py>(&self, py: Python<'py>, text: &str) -> PyResult<(String, Bound<'py, PyDict>)> {
-        let (json, stats) = py
-            .detach(|| {
-                let mut traj = Trajectory::parse(text, self.format)?;
-                // A poisoned lock means a panic elsewhere; the cache is still sound.
-                let mut s = self.session.lock().unwrap_or_else(|p| p.into_inner());
-                let stats = s.mask(&mut traj);
-                Ok::<_, ctxprune::Error>((traj.to_json(), stats))
-            })
-            .py(py)?;
+        let (json, stats) = crate::compute(py, || {
+            let mut traj = Trajectory::parse(text, self.format)?;
+            // A poisoned lock means a panic elsewhere; the cache is still sound.
+            let mut s = self.session.lock().unwrap_or_else(|p| p.into_inner());
+            let stats = s.mask(&mut traj);
+            Ok::<_, ctxprune::Error>((traj.to_json(), stats))
+        })
+        .py(py)?;
         Ok((json, stats_dict(py, &stats)?))
     }
 }
@@ -92,6 +91,5 @@ impl MaskSession {
 #[pyfunction]
 #[pyo3(signature = (text, tokenizer = "o200k_base"))]
 pub fn count_tokens(py: Python<'_>, text: &str, tokenizer: &str) -> PyResult<usize> {
-    py.detach(|| ctxprune::tokens::counter(tokenizer).map(|c| c.count(text)))
-        .py(py)
+    crate::compute(py, || ctxprune::tokens::counter(tokenizer).map(|c| c.count(text))).py(py)
 }

@@ -161,9 +161,10 @@ impl Reranker {
                 cfg.retries = r;
             }
             let mut http = HttpOracle::new(cfg, &qt, texts, budget).py(py)?;
-            let r = py
-                .detach(|| self.inner.rerank_tokens(&pool.inner, &query, tokens, &mut http))
-                .py(py)?;
+            let r = crate::compute(py, || {
+                self.inner.rerank_tokens(&pool.inner, &query, tokens, &mut http)
+            })
+            .py(py)?;
             return Ok(Reranked { r });
         }
         for (given, name) in [
@@ -188,7 +189,9 @@ impl Reranker {
             f: oracle.clone().unbind(),
             raised: None,
         };
-        let r = py.detach(|| self.inner.rerank_tokens(&pool.inner, &query, tokens, &mut call));
+        let r = crate::compute(py, || {
+            self.inner.rerank_tokens(&pool.inner, &query, tokens, &mut call)
+        });
         if let Some(e) = call.raised.take() {
             return Err(e);
         }

