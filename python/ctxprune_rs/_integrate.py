@@ -69,6 +69,13 @@ class VectorCache:
 def vectors(rows: Sequence[Any], what: str) -> np.ndarray:
     """Per-document vectors (lists or arrays) as one float32 matrix; a missing or ragged
     one is an InvalidInputError naming the document."""
+    if len(rows) and all(r is not None for r in rows):
+        try:
+            m = np.asarray(rows, dtype=np.float32)  # one pass when every vector is well formed
+            if m.ndim == 2:
+                return m
+        except (TypeError, ValueError):
+            pass
     out = []
     dim = None
     for i, r in enumerate(rows):
@@ -109,9 +116,17 @@ def _fill(have: list, keys: Optional[list], missing: List[int], got: Any, cache:
     return vectors(have, "embeddings")
 
 
+def _checked(m: np.ndarray, n: int) -> np.ndarray:
+    if len(m) != n:
+        raise InvalidInputError(f"invalid embeddings: {len(m)} vectors for {n} documents")
+    return m
+
+
 def embed_cached(texts: List[str], embed_many: Callable[[List[str]], Any], cache: Optional[VectorCache],
                  salt: str) -> np.ndarray:
     """`embed_many` (one call, for the texts the cache does not hold) with the cache."""
+    if cache is None or cache.size <= 0:
+        return _checked(vectors(list(embed_many(texts)), "embeddings"), len(texts))
     keys, have, missing = _cached(texts, cache, salt)
     got = embed_many([texts[i] for i in missing]) if missing else []
     return _fill(have, keys, missing, got, cache)
@@ -120,6 +135,8 @@ def embed_cached(texts: List[str], embed_many: Callable[[List[str]], Any], cache
 async def aembed_cached(texts: List[str], aembed_many: Callable[[List[str]], Any], cache: Optional[VectorCache],
                         salt: str) -> np.ndarray:
     """`embed_cached` with an async `aembed_many`."""
+    if cache is None or cache.size <= 0:
+        return _checked(vectors(list(await aembed_many(texts)), "embeddings"), len(texts))
     keys, have, missing = _cached(texts, cache, salt)
     got = await aembed_many([texts[i] for i in missing]) if missing else []
     return _fill(have, keys, missing, got, cache)
@@ -168,19 +185,32 @@ class DocSelection:
     def reads_query(self) -> bool:
         return self.method in QUERY_METHODS
 
-    def costs(self, texts: List[str], given: Optional[List[Optional[float]]]) -> Optional[List[float]]:
-        """Token counts: the documents' own where given, else counted; None when nothing
-        needs them (no budget and no counter)."""
-        if given is not None and all(g is not None for g in given):
-            return [float(g) for g in given]  # type: ignore[arg-type]
+    def costs(self, texts: List[str], given: Optional[List[Optional[float]]],
+              only: Optional[List[int]] = None) -> Optional[List[float]]:
+        """Token counts of `texts` (of the documents `only`, in that order, when given): the
+        documents' own where given, else counted; None without a counter or counts."""
+        idx = range(len(texts)) if only is None else only
+        if given is not None and all(given[i] is not None for i in idx):
+            return [float(given[i]) for i in idx]  # type: ignore[arg-type]
         if self.counter is None:
             if self.token_budget is not None:
                 raise InvalidInputError("invalid tokenizer: a token_budget needs token counts (a tokenizer or a tokens key)")
             return None
-        counted = self.counter.count_many(texts)
+        counted = self.counter.count_many([texts[i] for i in idx])
         if given is None:
             return [float(c) for c in counted]
-        return [float(g) if g is not None else float(c) for g, c in zip(given, counted)]
+        return [float(given[i]) if given[i] is not None else float(c) for i, c in zip(idx, counted)]
+
+    def choose(self, texts: List[str], X: Optional[np.ndarray], q: Optional[np.ndarray], query: Optional[str],
+               given: Optional[List[Optional[float]]] = None) -> Picks:
+        """`run` with the token counts it needs: every document's under a budget (the
+        selection reads them), else only the chosen ones' (for the caller's metadata)."""
+        if self.token_budget is not None:
+            return self.run(texts, X, q, query, self.costs(texts, given))
+        picks = self.run(texts, X, q, query, None)
+        counts = self.costs(texts, given, picks.indices)
+        picks.tokens = None if counts is None else [int(c) for c in counts]
+        return picks
 
     def run(self, texts: List[str], X: Optional[np.ndarray], q: Optional[np.ndarray], query: Optional[str],
             costs: Optional[List[float]]) -> Picks:

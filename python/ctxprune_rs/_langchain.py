@@ -141,7 +141,7 @@ class CtxpruneCompressor(_Docs):
         return docs, sel, texts, given
 
     def _finish(self, docs, sel, texts, given, X, q, query) -> List[Document]:
-        picks = sel.run(texts, X, q, query, sel.costs(texts, given))
+        picks = sel.choose(texts, X, q, query, given)
         return self._out(docs, picks, {"method": self.method})
 
     def compress_documents(self, documents: Sequence[Document], query: str,

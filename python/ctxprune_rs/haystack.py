@@ -152,7 +152,7 @@ class CtxpruneRanker(_Docs):
             X = self._vectors(documents, texts)
             if sel.reads_query:
                 q = self._query(query, query_embedding)
-        picks = sel.run(texts, X, q, query, sel.costs(texts, given))
+        picks = sel.choose(texts, X, q, query, given)
         return {"documents": self._out(documents, picks, self.meta_prefix, {"method": self.method})}
 
 

@@ -117,7 +117,7 @@ class CtxpruneNodeSelector(_Nodes):
             if sel.reads_query:
                 q = self._query_vector(query_bundle, own)
         query = None if query_bundle is None else query_bundle.query_str
-        picks = sel.run(texts, X, q, query, sel.costs(texts, given))
+        picks = sel.choose(texts, X, q, query, given)
         return [NodeWithScore(node=nodes[i].node, score=g) for i, g in zip(picks.indices, picks.scores)]
 
 
