@@ -263,6 +263,35 @@ class DocRerank:
         )
 
 
+def result_meta(meta: Dict[str, Any], picks: Picks, rank: int, prefix: str, extra: Dict[str, Any]) -> Dict[str, Any]:
+    """A chosen document's metadata: its own, with `<prefix>rank`, its gain (a selection)
+    or score and whether it was scored (a rerank), its tokens when counted, and `extra`."""
+    out = dict(meta)
+    out[prefix + "rank"] = rank
+    out[prefix + ("score" if picks.scored is not None else "gain")] = picks.scores[rank]
+    if picks.scored is not None:
+        out[prefix + "scored"] = picks.scored[rank]
+    if picks.tokens is not None:
+        out[prefix + "tokens"] = picks.tokens[rank]
+    for k, v in extra.items():
+        out[prefix + k] = v
+    return out
+
+
+def embedders(framework_model: Any, many: Optional[str], one: Optional[str], model: Any, names: str):
+    """`(embed many texts, embed the query, the cache's name for them)`: the framework's
+    embedding model (its methods `many` and `one`), or the crate's encoder for `model`, or
+    `(None, None, "")` without either; both given is an error naming `names`."""
+    if framework_model is not None and model is not None:
+        raise InvalidInputError(f"invalid model: give {names}, not both")
+    if framework_model is not None:
+        return getattr(framework_model, many), getattr(framework_model, one), model_salt(framework_model)
+    enc = ctxprune_encoder(model)
+    if enc is not None:
+        return enc.embed, (lambda q: enc.embed([q])[0]), model_salt(enc)
+    return None, None, ""
+
+
 def model_salt(model: Any) -> str:
     """A name for an embedder in the cache's keys."""
     return f"{type(model).__module__}.{type(model).__qualname__}:{getattr(model, 'model', '') or id(model)}"

@@ -52,15 +52,7 @@ class _Docs(BaseDocumentCompressor):
         return self._cache
 
     def _embedder(self):
-        if self.embeddings is not None and self.model is not None:
-            raise InvalidInputError("invalid model: give embeddings or model, not both")
-        if self.embeddings is not None:
-            e = self.embeddings
-            return e.embed_documents, e.embed_query, core.model_salt(e)
-        enc = core.ctxprune_encoder(self.model)
-        if enc is not None:
-            return enc.embed, (lambda q: enc.embed([q])[0]), core.model_salt(enc)
-        return None, None, ""
+        return core.embedders(self.embeddings, "embed_documents", "embed_query", self.model, "embeddings or model")
 
     def _doc_vectors(self, docs: List[Document], texts: List[str], embed_many) -> np.ndarray:
         if self.embedding_key is not None:
@@ -73,20 +65,9 @@ class _Docs(BaseDocumentCompressor):
 
     def _out(self, docs: List[Document], picks: core.Picks, extra: Dict[str, Any]) -> List[Document]:
         p = self.metadata_prefix
-        out = []
-        for rank, i in enumerate(picks.indices):
-            d = docs[i]
-            meta = dict(d.metadata)
-            meta[p + "rank"] = rank
-            meta[p + ("score" if picks.scored is not None else "gain")] = picks.scores[rank]
-            if picks.scored is not None:
-                meta[p + "scored"] = picks.scored[rank]
-            if picks.tokens is not None:
-                meta[p + "tokens"] = picks.tokens[rank]
-            for k, v in extra.items():
-                meta[p + k] = v
-            out.append(Document(page_content=d.page_content, metadata=meta, id=d.id))
-        return out
+        return [Document(page_content=docs[i].page_content, id=docs[i].id,
+                         metadata=core.result_meta(docs[i].metadata, picks, rank, p, extra))
+                for rank, i in enumerate(picks.indices)]
 
 
 class CtxpruneCompressor(_Docs):

@@ -70,20 +70,9 @@ class _Docs:
 
     @staticmethod
     def _out(documents: List[Document], picks: core.Picks, prefix: str, extra: Dict[str, Any]) -> List[Document]:
-        out = []
-        for rank, i in enumerate(picks.indices):
-            d = documents[i]
-            meta = dict(d.meta)
-            meta[prefix + "rank"] = rank
-            meta[prefix + ("score" if picks.scored is not None else "gain")] = picks.scores[rank]
-            if picks.scored is not None:
-                meta[prefix + "scored"] = picks.scored[rank]
-            if picks.tokens is not None:
-                meta[prefix + "tokens"] = picks.tokens[rank]
-            for k, v in extra.items():
-                meta[prefix + k] = v
-            out.append(dataclasses.replace(d, meta=meta, score=picks.scores[rank]))
-        return out
+        return [dataclasses.replace(documents[i], meta=core.result_meta(documents[i].meta, picks, rank, prefix, extra),
+                                    score=picks.scores[rank])
+                for rank, i in enumerate(picks.indices)]
 
 
 @component

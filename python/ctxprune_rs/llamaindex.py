@@ -45,15 +45,8 @@ class _Nodes(BaseNodePostprocessor):
     _cache: Any = PrivateAttr(default=None)
 
     def _embedders(self):
-        if self.embed_model is not None and self.model is not None:
-            raise InvalidInputError("invalid model: give embed_model or model, not both")
-        if self.embed_model is not None:
-            m = self.embed_model
-            return m.get_text_embedding_batch, m.get_query_embedding, core.model_salt(m)
-        enc = core.ctxprune_encoder(self.model)
-        if enc is not None:
-            return enc.embed, (lambda q: enc.embed([q])[0]), core.model_salt(enc)
-        return None, None, ""
+        return core.embedders(self.embed_model, "get_text_embedding_batch", "get_query_embedding", self.model,
+                              "embed_model or model")
 
     def _vectors(self, nodes: List[NodeWithScore], texts: List[str]):
         """(the nodes' vectors, whether they are the nodes' own)."""
