@@ -5,6 +5,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use ctxprune::mask::masker::{MaskConfig, Masker};
+use ctxprune::mask::policy::MaskOptions;
 use ctxprune::mask::{Format, Trajectory};
 use ctxprune::rng::Rng;
 use serde_json::{json, Value};
@@ -77,21 +78,53 @@ fn benches(c: &mut Criterion) {
             black_box(m.plan(&traj))
         })
     });
-    let mut warm = Masker::new(MaskConfig::default(), counter.clone())
-        .unwrap()
-        .session();
-    let first = warm.plan(&traj).1;
-    eprintln!("first pass: {first:?}");
-    g.bench_function("mask_replan_after_one_more_turn_cached", |b| {
-        b.iter_batched(
-            || (traj.clone(), next.clone()),
-            |(mut t, n)| {
-                t.extend(n).unwrap();
-                black_box(warm.plan(&t))
-            },
-            criterion::BatchSize::LargeInput,
-        )
-    });
+    // Every policy: the paper's window, SWE-agent's polling, Anthropic's edit (from
+    // scratch each request), and the cache-aware hold.
+    let opts = |f: fn(&mut MaskOptions)| {
+        let mut o = MaskOptions::default();
+        f(&mut o);
+        o.config().unwrap()
+    };
+    let policies = [
+        ("mask_replan_after_one_more_turn_cached", MaskConfig::default()),
+        (
+            "mask_replan_swe_agent_polling",
+            opts(|o| {
+                o.preset = Some("swe-agent".into());
+                o.step = Some(5);
+            }),
+        ),
+        (
+            "mask_replan_anthropic_edit",
+            opts(|o| {
+                o.edit = Some(serde_json::json!({"type": "clear_tool_uses_20250919",
+                    "clear_at_least": {"type": "input_tokens", "value": 50000}, "clear_tool_inputs": true}));
+            }),
+        ),
+        (
+            "mask_replan_hold",
+            opts(|o| {
+                o.hold = Some(true);
+                o.trigger_tokens = Some(100_000);
+                o.clear_at_least = Some(50_000);
+            }),
+        ),
+    ];
+    for (name, cfg) in policies {
+        let mut warm = Masker::new(cfg, counter.clone()).unwrap().session();
+        let first = warm.plan(&traj).1;
+        eprintln!("{name}: first pass {first:?}");
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || (traj.clone(), next.clone()),
+                |(mut t, n)| {
+                    t.extend(n).unwrap();
+                    black_box(warm.plan(&t))
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
     g.finish();
 }
 

@@ -76,10 +76,14 @@ impl TokenCounter for HfTokenizer {
 /// A counter by name: `o200k_base`, `cl100k_base`, `approx`, or a path to a
 /// HuggingFace `tokenizer.json`.
 pub fn counter(name: &str) -> Result<Arc<dyn TokenCounter>> {
-    let bpe = match name {
+    // The named encodings are loaded once per process (about 0.3 s for o200k) and shared:
+    // a counter holds no state between counts.
+    static O200K: std::sync::OnceLock<Arc<dyn TokenCounter>> = std::sync::OnceLock::new();
+    static CL100K: std::sync::OnceLock<Arc<dyn TokenCounter>> = std::sync::OnceLock::new();
+    let cell = match name {
         "approx" => return Ok(Arc::new(Approx)),
-        "o200k_base" => tiktoken_rs::o200k_base(),
-        "cl100k_base" => tiktoken_rs::cl100k_base(),
+        "o200k_base" => &O200K,
+        "cl100k_base" => &CL100K,
         n if n.ends_with(".json") => return Ok(Arc::new(HfTokenizer::load(std::path::Path::new(n))?)),
         n => {
             return Err(Error::invalid(
@@ -88,6 +92,14 @@ pub fn counter(name: &str) -> Result<Arc<dyn TokenCounter>> {
             ))
         }
     };
+    if let Some(c) = cell.get() {
+        return Ok(c.clone());
+    }
+    let bpe = if name == "o200k_base" {
+        tiktoken_rs::o200k_base()
+    } else {
+        tiktoken_rs::cl100k_base()
+    };
     let bpe = bpe.map_err(|e| Error::invalid("tokenizer", format!("cannot load {name}: {e}")))?;
-    Ok(Arc::new(Tiktoken { bpe }))
+    Ok(cell.get_or_init(|| Arc::new(Tiktoken { bpe })).clone())
 }

@@ -29,6 +29,7 @@ mod fuzz_regressions;
 mod http;
 mod io;
 mod mask;
+mod mask_policies;
 mod pipeline;
 mod pipeline_replay;
 mod probe;

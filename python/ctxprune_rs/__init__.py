@@ -404,37 +404,62 @@ def _to_json(messages: Any) -> str:
 
 class MaskSession:
     """One conversation's observation masking (an agent loop): the options checked once,
-    token counts of earlier messages cached across calls. Pass the whole history each
-    turn; start a new session for another conversation.
+    token counts of earlier messages cached across calls (reused only while each history
+    extends the one before, compared byte for byte, so a session shared by several
+    conversations is slower, never wrong). Pass the whole history each turn.
 
-    `format`: "auto", "openai" or "anthropic"; `window`: turns whose observations are kept,
-    counting back from the latest; `keep_errors`, `keep_first`; `tools_keep` (never
-    masked) / `tools_mask` (only these masked); `trigger_tokens`: mask only above this
-    context size; `clear_at_least`: mask only when that many tokens would go; `step`: the
-    boundary moves in steps of this many turns; `placeholder`: the template ({tool},
-    {args}, {tokens}, {lines}); `tokenizer`: "o200k_base" (default), "cl100k_base", "approx" or a
-    tokenizer.json path."""
+    `format`: "auto", "openai" or "anthropic". The policy, as options (each `None` is the
+    preset's, the edit's, else the default):
+    `window` (default 5): units whose observations are kept, counting back from the
+    latest; `unit`: "turns" (default) or "tool_uses"; `keep_errors` (default True),
+    `keep_first`; `tools_keep` (never masked) / `tools_mask` (only these masked);
+    `trigger_tokens`: mask only above this context size; `clear_at_least`: mask only when
+    that many tokens would go; `step`: the boundary moves in steps of this many units,
+    counted from the window's edge or, with `anchor="start"`, from the first unit;
+    `hold`: cache-aware, the boundary moves only when the masked context exceeds
+    `trigger_tokens` and the move clears at least `clear_at_least` more tokens;
+    `clear_tool_inputs`: also clear masked calls' arguments (to {}); `placeholder`: the
+    template ({tool}, {args}, {tokens}, {lines}).
+    Or as users state them elsewhere: `preset="paper" | "swe-agent" | "anthropic"`
+    (SWE-agent's `LastNObservations(n, polling)` is `preset="swe-agent", window=n,
+    step=polling`), or `edit=` Anthropic's `clear_tool_uses_20250919` dict as its API
+    takes it (stats then carry `cleared_tool_uses` and `cleared_input_tokens`).
+    `tokenizer`: "o200k_base" (default), "cl100k_base", "approx" or a tokenizer.json path."""
 
     def __init__(
         self,
         format: str = "auto",
-        window: int = 5,
+        window: Optional[int] = None,
         *,
-        keep_errors: bool = True,
-        keep_first: bool = False,
-        tools_keep: Sequence[str] = (),
-        tools_mask: Sequence[str] = (),
+        preset: Optional[str] = None,
+        edit: Optional[Dict[str, Any]] = None,
+        keep_errors: Optional[bool] = None,
+        keep_first: Optional[bool] = None,
+        tools_keep: Optional[Sequence[str]] = None,
+        tools_mask: Optional[Sequence[str]] = None,
         trigger_tokens: Optional[int] = None,
-        clear_at_least: int = 0,
-        step: int = 1,
+        clear_at_least: Optional[int] = None,
+        step: Optional[int] = None,
+        unit: Optional[str] = None,
+        anchor: Optional[str] = None,
+        hold: Optional[bool] = None,
+        clear_tool_inputs: Optional[bool] = None,
         placeholder: Optional[str] = None,
         tokenizer: str = "o200k_base",
     ):
+        if edit is not None and not isinstance(edit, dict):
+            raise InvalidInputError(f"invalid edit: must be a dict (got {type(edit).__name__})")
+        for name, v in (("tools_keep", tools_keep), ("tools_mask", tools_mask)):
+            if isinstance(v, str):
+                raise InvalidInputError(f"invalid {name}: must be a list of tool names, not a string")
         self._s = _native.MaskSession(
-            format, window=_count(window, "window"), keep_errors=keep_errors, keep_first=keep_first,
-            tools_keep=list(tools_keep), tools_mask=list(tools_mask),
+            format, preset=preset, edit=None if edit is None else _to_json(edit),
+            window=_count(window, "window"), keep_errors=keep_errors, keep_first=keep_first,
+            tools_keep=None if tools_keep is None else list(tools_keep),
+            tools_mask=None if tools_mask is None else list(tools_mask),
             trigger_tokens=_count(trigger_tokens, "trigger_tokens"),
             clear_at_least=_count(clear_at_least, "clear_at_least"), step=_count(step, "step"),
+            unit=unit, anchor=anchor, hold=hold, clear_tool_inputs=clear_tool_inputs,
             placeholder=placeholder, tokenizer=tokenizer,
         )
         self.stats: Optional[dict] = None
@@ -447,7 +472,7 @@ class MaskSession:
         return json.loads(text)
 
 
-def mask(messages: Any, format: str = "auto", window: int = 5, **options: Any) -> Any:
+def mask(messages: Any, format: str = "auto", window: Optional[int] = None, **options: Any) -> Any:
     """Masks stale tool observations in one trajectory (OpenAI or Anthropic messages as
     plain lists of dicts); see `MaskSession` for the options. Returns the masked messages
     in the shape given; the input is not changed."""

@@ -2,7 +2,8 @@
 //! as JSON text: the Python side turns lists of dicts into it and back.
 
 use crate::errors::IntoPy;
-use ctxprune::mask::masker::{MaskConfig, MaskStats, Masker};
+use ctxprune::mask::masker::{MaskStats, Masker};
+use ctxprune::mask::policy::MaskOptions;
 use ctxprune::mask::{Format, Trajectory};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -24,27 +25,36 @@ fn stats_dict<'py>(py: Python<'py>, s: &MaskStats) -> PyResult<Bound<'py, PyDict
     d.set_item("tokens_after", s.tokens_after)?;
     d.set_item("rolling_input_tokens", s.rolling_input_tokens)?;
     d.set_item("rolling_input_tokens_unmasked", s.rolling_input_tokens_unmasked)?;
+    d.set_item("cleared_tool_uses", s.cleared_tool_uses)?;
+    d.set_item("cleared_input_tokens", s.cleared_input_tokens)?;
     Ok(d)
 }
 
 #[pymethods]
 impl MaskSession {
     #[new]
-    #[pyo3(signature = (format = "auto", *, window = 5, keep_errors = true, keep_first = false,
-        tools_keep = Vec::new(), tools_mask = Vec::new(), trigger_tokens = None, clear_at_least = 0,
-        step = 1, placeholder = None, tokenizer = "o200k_base"))]
+    #[pyo3(signature = (format = "auto", *, preset = None, edit = None, window = None, keep_errors = None,
+        keep_first = None, tools_keep = None, tools_mask = None, trigger_tokens = None, clear_at_least = None,
+        step = None, unit = None, anchor = None, hold = None, clear_tool_inputs = None, placeholder = None,
+        tokenizer = "o200k_base"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         format: &str,
-        window: usize,
-        keep_errors: bool,
-        keep_first: bool,
-        tools_keep: Vec<String>,
-        tools_mask: Vec<String>,
+        preset: Option<String>,
+        edit: Option<String>,
+        window: Option<usize>,
+        keep_errors: Option<bool>,
+        keep_first: Option<bool>,
+        tools_keep: Option<Vec<String>>,
+        tools_mask: Option<Vec<String>>,
         trigger_tokens: Option<usize>,
-        clear_at_least: usize,
-        step: usize,
+        clear_at_least: Option<usize>,
+        step: Option<usize>,
+        unit: Option<String>,
+        anchor: Option<String>,
+        hold: Option<bool>,
+        clear_tool_inputs: Option<bool>,
         placeholder: Option<String>,
         tokenizer: &str,
     ) -> PyResult<Self> {
@@ -52,7 +62,14 @@ impl MaskSession {
             "auto" => None,
             f => Some(f.parse::<Format>().py(py)?),
         };
-        let cfg = MaskConfig {
+        // The edit crosses as JSON text (the Python side dumps the dict).
+        let edit = edit
+            .map(|e| ctxprune::io::json::value_str(&e).map_err(|m| ctxprune::Error::invalid("edit", m)))
+            .transpose()
+            .py(py)?;
+        let cfg = MaskOptions {
+            preset,
+            edit,
             window,
             keep_errors,
             keep_first,
@@ -61,8 +78,14 @@ impl MaskSession {
             trigger_tokens,
             clear_at_least,
             step,
-            placeholder: placeholder.unwrap_or_else(|| MaskConfig::default().placeholder),
-        };
+            unit,
+            anchor,
+            hold,
+            clear_tool_inputs,
+            placeholder,
+        }
+        .config()
+        .py(py)?;
         let counter = crate::compute(py, || ctxprune::tokens::counter(tokenizer)).py(py)?;
         let masker = Masker::new(cfg, counter).py(py)?;
         Ok(MaskSession {

@@ -38,12 +38,46 @@ pub struct MaskConfig {
     pub trigger_tokens: Option<usize>,
     /// Mask only when at least this many tokens would be cleared. By default 0.
     pub clear_at_least: usize,
-    /// The boundary moves in steps of this many turns. By default 1.
+    /// The boundary moves in steps of this many units (turns, or tool uses). By default 1.
     pub step: usize,
+    /// What `window` and `step` count: turns (the paper's rule; by default) or tool uses
+    /// (Anthropic's `keep`, SWE-agent's observations).
+    pub unit: Unit,
+    /// Where the steps of `step` are counted from (SWE-agent's polling counts from the
+    /// first unit, the default from the window's edge).
+    pub anchor: Anchor,
+    /// Cache-aware hold: the boundary moves only when the context *as masked* exceeds
+    /// `trigger_tokens` (when given) and the move clears at least `clear_at_least` more
+    /// tokens; otherwise the prefix the provider cached stays as it was. By default
+    /// false: each request is masked from scratch, as Anthropic's context editing does.
+    pub hold: bool,
+    /// Also clear the arguments of masked calls (`{}`; Anthropic's `clear_tool_inputs`).
+    /// The call and its id stay, so the pairing every provider checks still holds.
+    pub clear_tool_inputs: bool,
     /// Placeholder template: `{tool}`, `{args}`, `{tokens}` and `{lines}` are replaced
     /// once each (substituted text is not scanned again); another `{name}` is an error
     /// when the masker is made; other braces are literal.
     pub placeholder: String,
+}
+
+/// What a masking window counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Unit {
+    /// Turns: assistant messages with tool calls; a turn's calls are masked together.
+    #[default]
+    Turns,
+    /// Tool uses: calls, one by one, in order (parallel calls count one each).
+    ToolUses,
+}
+
+/// Where the steps of [`MaskConfig::step`] are counted from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Anchor {
+    /// From the window's edge: the boundary at `u` units is `⌊(u − K)/P⌋·P`.
+    #[default]
+    Window,
+    /// From the first unit (SWE-agent's `LastNObservations(n, polling)`): `⌊u/P⌋·P − K`.
+    Start,
 }
 
 /// The default placeholder: keeps which tool ran with which arguments, drops the content.
@@ -61,6 +95,10 @@ impl Default for MaskConfig {
             trigger_tokens: None,
             clear_at_least: 0,
             step: 1,
+            unit: Unit::Turns,
+            anchor: Anchor::Window,
+            hold: false,
+            clear_tool_inputs: false,
             placeholder: DEFAULT_PLACEHOLDER.into(),
         }
     }
@@ -87,6 +125,11 @@ pub struct MaskStats {
     pub rolling_input_tokens: usize,
     /// The same sum without masking.
     pub rolling_input_tokens_unmasked: usize,
+    /// Tool uses this pass cleared (Anthropic's `cleared_tool_uses`).
+    pub cleared_tool_uses: usize,
+    /// Tokens this pass cleared: `tokens_before - tokens_after` (Anthropic's
+    /// `cleared_input_tokens`).
+    pub cleared_input_tokens: usize,
 }
 
 /// A masker: the options and a shared token counter (`Clone + Send + Sync`; one per
@@ -134,6 +177,8 @@ impl Masker {
         MaskSession {
             masker: self.clone(),
             cache: HashMap::new(),
+            seen: None,
+            edited: std::collections::HashSet::new(),
         }
     }
 
@@ -183,13 +228,14 @@ impl Masker {
             && (cfg.tools_mask.is_empty() || cfg.tools_mask.iter().any(|t| t == &c.tool))
     }
 
-    /// Turns `< boundary(t)` (0-based) are outside the window at time `t`.
-    fn boundary(&self, t: usize) -> usize {
-        let step = self.cfg.step; // at least 1 (checked in `new`)
-        if t > self.cfg.window {
-            (t - self.cfg.window) / step * step
-        } else {
-            0
+    /// Units `< boundary(u)` (0-based) are outside the window when `u` units are in the
+    /// context.
+    fn boundary(&self, u: usize) -> usize {
+        let (k, step) = (self.cfg.window, self.cfg.step); // step >= 1 (checked in `new`)
+        match self.cfg.anchor {
+            Anchor::Window if u > k => (u - k) / step * step,
+            Anchor::Window => 0,
+            Anchor::Start => (u / step * step).saturating_sub(k),
         }
     }
 }
@@ -206,20 +252,43 @@ enum Fate {
 
 /// One conversation's masking state: the masker and the token counts seen so far (keyed by
 /// message, block and text length: agents append, so earlier entries are counted once).
-/// Do not reuse a session across conversations: start a new one with
-/// [`Masker::session`].
+/// The counts are reused only while each trajectory extends the one seen before (the same
+/// text, or the earlier text with messages appended, compared byte for byte); any other
+/// trajectory (another conversation, a rewritten history) starts the counts afresh, so a
+/// session shared across conversations is slower, never wrong.
 pub struct MaskSession {
     masker: Masker,
     cache: HashMap<(usize, Option<usize>, usize), usize>,
+    /// The text the counts were taken from.
+    seen: Option<super::TextMark>,
+    /// Messages and observations this session rewrote in place (their counts are taken
+    /// afresh while the trajectory is that same text).
+    edited: std::collections::HashSet<(usize, Option<usize>)>,
 }
 
 impl MaskSession {
     fn count(&mut self, key: (usize, Option<usize>), text: &str) -> usize {
         let c = &self.masker.counter;
+        if self.edited.contains(&(key.0, key.1.filter(|&b| b != usize::MAX))) {
+            return c.count(text);
+        }
         *self
             .cache
             .entry((key.0, key.1, text.len()))
             .or_insert_with(|| c.count(text))
+    }
+
+    /// Keeps the counts when `traj` extends the trajectory they were taken from.
+    fn sync(&mut self, traj: &Trajectory) {
+        match &self.seen {
+            Some(m) if m.same(traj) => return,
+            Some(m) if traj.extends(m) => self.edited.clear(),
+            _ => {
+                self.cache.clear();
+                self.edited.clear();
+            }
+        }
+        self.seen = Some(traj.mark());
     }
 
     /// Decides what to mask in `traj` (as at its latest turn) without changing it:
@@ -237,22 +306,38 @@ impl MaskSession {
         traj: &Trajectory,
         keep: &std::collections::HashSet<super::Loc>,
     ) -> (Vec<(super::Loc, String)>, MaskStats) {
+        self.sync(traj);
         let turns = traj.turns();
         let msgs = traj.messages();
         let mut msg_tokens = Vec::with_capacity(msgs.len());
         for (m, v) in msgs.iter().enumerate() {
             let len = message_len(v);
             let c = &self.masker.counter;
-            let n = *self
-                .cache
-                .entry((m, None, len))
-                .or_insert_with(|| c.count(&message_text(v)));
+            let n = if self.edited.contains(&(m, None)) {
+                c.count(&message_text(v))
+            } else {
+                *self
+                    .cache
+                    .entry((m, None, len))
+                    .or_insert_with(|| c.count(&message_text(v)))
+            };
             msg_tokens.push(n);
         }
         let t = turns.len();
-        // Per turn: tokens of its eligible observations, and net savings of masking them.
-        let mut raw = vec![0usize; t];
-        let mut net = vec![0i64; t];
+        let cfg = self.masker.cfg.clone();
+        // Units: one per turn, or one per call (tool uses); `first[i]` = units before turn i.
+        let per_call = cfg.unit == Unit::ToolUses;
+        let mut first = Vec::with_capacity(t + 1);
+        let mut units = 0;
+        for tr in turns {
+            first.push(units);
+            units += if per_call { tr.calls.len() } else { 1 };
+        }
+        first.push(units);
+        let unit = |i: usize, k: usize| if per_call { first[i] + k } else { i };
+        // Per unit: tokens of its eligible observations, and net savings of masking them.
+        let mut raw = vec![0usize; units];
+        let mut net = vec![0i64; units];
         let mut fates: Vec<Vec<Fate>> = Vec::with_capacity(t);
         for (i, tr) in turns.iter().enumerate() {
             let mut pt = Vec::with_capacity(tr.calls.len());
@@ -265,13 +350,26 @@ impl MaskSession {
                     self.count((l.message, Some(l.block.unwrap_or(usize::MAX))), &c.text)
                 });
                 if self.masker.eligible(turns, i, k) && !c.observation.is_some_and(|l| keep.contains(&l)) {
-                    let ph = self.masker.template.render(&c.tool, &c.args, n, c.lines);
+                    // Cleared arguments are not shown either (and a re-mask recognises it).
+                    let shown = if cfg.clear_tool_inputs {
+                        "{}"
+                    } else {
+                        c.args.as_str()
+                    };
+                    let ph = self.masker.template.render(&c.tool, shown, n, c.lines);
                     let loc = c.observation.map_or((0, None), |l| (l.message, l.block));
                     let pc = &self.masker.counter;
                     let key = (loc.0, Some(usize::MAX - 1 - loc.1.unwrap_or(0)), ph.len());
                     let pn = *self.cache.entry(key).or_insert_with(|| pc.count(&ph));
-                    raw[i] += n;
-                    net[i] += n as i64 - pn as i64;
+                    raw[unit(i, k)] += n;
+                    net[unit(i, k)] += n as i64 - pn as i64;
+                    if cfg.clear_tool_inputs && c.args != "{}" && !c.args.is_empty() {
+                        // The arguments' tokens, less the "{}" left in their place.
+                        let pc = &self.masker.counter;
+                        let key = (tr.message, Some(usize::MAX / 2 + k), c.args.len());
+                        let an = *self.cache.entry(key).or_insert_with(|| pc.count(&c.args));
+                        net[unit(i, k)] += an as i64 - pc.count("{}") as i64;
+                    }
                     pt.push(Fate::Mask(ph));
                 } else {
                     pt.push(Fate::Keep);
@@ -279,21 +377,43 @@ impl MaskSession {
             }
             fates.push(pt);
         }
-        let mut pre_raw = vec![0usize; t + 1];
-        let mut pre_net = vec![0i64; t + 1];
-        for i in 0..t {
-            pre_raw[i + 1] = pre_raw[i] + raw[i];
-            pre_net[i + 1] = pre_net[i] + net[i];
+        let mut pre_raw = vec![0usize; units + 1];
+        let mut pre_net = vec![0i64; units + 1];
+        for u in 0..units {
+            pre_raw[u + 1] = pre_raw[u] + raw[u];
+            pre_net[u + 1] = pre_net[u] + net[u];
         }
         let mut prefix = vec![0usize; msgs.len() + 1];
         for (m, &x) in msg_tokens.iter().enumerate() {
             prefix[m + 1] = prefix[m] + x;
         }
-        // Masking acts at time `i` when triggered and enough would be cleared.
-        let acts = |b: usize, ctx: usize| {
-            self.masker.cfg.trigger_tokens.is_none_or(|n| ctx > n)
-                && pre_raw[b] >= self.masker.cfg.clear_at_least
-                && b > 0
+        // The boundary when `u` units are in a context of `ctx` tokens (unmasked), the
+        // previous request's boundary being `b`: from scratch (each request masked alone:
+        // triggered by the context's size, acting when enough would be cleared), or held
+        // (moving only when the context as masked is over the trigger and the move clears
+        // enough more).
+        let next = |u: usize, ctx: usize, b: usize| -> usize {
+            let cand = self.masker.boundary(u);
+            if cfg.hold {
+                let masked = (ctx as i64 - pre_net[b]).max(0) as usize;
+                let go = cand > b
+                    && cfg.trigger_tokens.is_none_or(|n| masked > n)
+                    && pre_raw[cand] - pre_raw[b] >= cfg.clear_at_least;
+                if go {
+                    cand
+                } else {
+                    b
+                }
+            } else {
+                let go = cand > 0
+                    && cfg.trigger_tokens.is_none_or(|n| ctx > n)
+                    && pre_raw[cand] >= cfg.clear_at_least;
+                if go {
+                    cand
+                } else {
+                    0
+                }
+            }
         };
         let total = prefix[msgs.len()];
         let mut stats = MaskStats {
@@ -301,20 +421,19 @@ impl MaskSession {
             tokens_before: total,
             ..MaskStats::default()
         };
+        let mut b = 0;
         for (i, tr) in turns.iter().enumerate() {
             let ctx = prefix[tr.message];
-            let b = self.masker.boundary(i);
-            let saved = if acts(b, ctx) { pre_net[b] } else { 0 };
-            stats.rolling_input_tokens += (ctx as i64 - saved).max(0) as usize;
+            b = next(first[i], ctx, b);
+            stats.rolling_input_tokens += (ctx as i64 - pre_net[b]).max(0) as usize;
             stats.rolling_input_tokens_unmasked += ctx;
         }
-        let b = self.masker.boundary(t);
-        let on = acts(b, total);
+        let b = next(units, total, b);
         let mut edits = Vec::new();
         for (i, tr) in turns.iter().enumerate() {
             for (k, c) in tr.calls.iter().enumerate() {
                 let Some(loc) = c.observation else { continue };
-                match (&fates[i][k], on && i < b) {
+                match (&fates[i][k], unit(i, k) < b) {
                     (Fate::Mask(ph), true) => {
                         edits.push((loc, ph.clone()));
                         stats.observations_masked += 1;
@@ -324,8 +443,9 @@ impl MaskSession {
                 }
             }
         }
-        let saved = if on { pre_net[b] } else { 0 };
-        stats.tokens_after = (total as i64 - saved).max(0) as usize;
+        stats.tokens_after = (total as i64 - pre_net[b]).max(0) as usize;
+        stats.cleared_tool_uses = edits.len();
+        stats.cleared_input_tokens = total.saturating_sub(stats.tokens_after);
         (edits, stats)
     }
 
@@ -363,9 +483,7 @@ impl MaskSession {
     ) -> Result<(MaskStats, usize)> {
         let keep = self.kept_back(traj, embeddings, method, tau, query)?;
         let (edits, stats) = self.plan_keeping(traj, &keep);
-        for (loc, text) in edits {
-            traj.replace(loc, &text)?;
-        }
+        self.apply(traj, edits);
         Ok((stats, keep.len()))
     }
 
@@ -418,20 +536,35 @@ impl MaskSession {
     /// Masking a masked trajectory again changes nothing.
     pub fn mask(&mut self, traj: &mut Trajectory) -> MaskStats {
         let (edits, stats) = self.plan(traj);
+        self.apply(traj, edits);
+        stats
+    }
+
+    /// Writes `edits` (a plan's, for this `traj`) into `traj`, clearing the masked calls'
+    /// arguments too when the masker says so.
+    fn apply(&mut self, traj: &mut Trajectory, edits: Vec<(super::Loc, String)>) {
         for (loc, text) in edits {
-            // The counts cached for this message and observation are keyed by length,
-            // which the placeholder may share: forget them.
-            if let Some(v) = traj.messages().get(loc.message) {
-                self.cache.remove(&(loc.message, None, message_len(v)));
+            if self.masker.cfg.clear_tool_inputs {
+                let m = traj
+                    .turns()
+                    .iter()
+                    .find(|t| t.calls.iter().any(|c| c.observation == Some(loc)))
+                    .map(|t| t.message);
+                if traj.clear_input(loc).unwrap_or(false) {
+                    if let Some(m) = m {
+                        self.edited.insert((m, None));
+                    }
+                }
             }
-            if let Some(c) = traj.call_at(loc) {
-                let key = (loc.message, Some(loc.block.unwrap_or(usize::MAX)), c.text.len());
-                self.cache.remove(&key);
-            }
+            // This text now differs from the one its counts were taken from (their keys
+            // hold its length, which the placeholder may share): count it afresh while
+            // the session sees this trajectory, and keep the originals' counts for the
+            // next trajectory that re-sends them.
+            self.edited.insert((loc.message, None));
+            self.edited.insert((loc.message, loc.block));
             let done = traj.replace(loc, &text);
             debug_assert!(done.is_ok(), "plan's edits are the trajectory's observations");
         }
-        stats
     }
 }
 

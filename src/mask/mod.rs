@@ -18,6 +18,7 @@
 
 pub mod masker;
 pub mod pages;
+pub mod policy;
 mod spans;
 mod template;
 
@@ -283,6 +284,8 @@ pub struct Trajectory {
     open: HashMap<String, Opened>,
     /// Observations by location.
     obs: HashMap<Loc, Slot>,
+    /// Where each call's arguments are written: (turn, call) -> the call, the value's bytes.
+    args: HashMap<(usize, usize), (CallAt, std::ops::Range<usize>)>,
 }
 
 fn content_text(c: &Value) -> String {
@@ -329,6 +332,7 @@ impl Trajectory {
             edits: BTreeMap::new(),
             open: HashMap::new(),
             obs: HashMap::new(),
+            args: HashMap::new(),
         };
         if msgs.len() != layout.messages.len() {
             return Err(Error::invalid(
@@ -394,6 +398,28 @@ impl Trajectory {
         self.turns.get(s.turn)?.calls.get(s.call)
     }
 
+    /// Whether this trajectory holds, unchanged, every message `prev` held when
+    /// `prev` was `mark`ed: the same text (an in-place extension), or a text whose first
+    /// `close` bytes are the earlier one's (the earlier document re-sent with messages
+    /// appended). What a masking session checks before it reuses its token counts.
+    pub(crate) fn extends(&self, prev: &TextMark) -> bool {
+        if Arc::ptr_eq(&self.text, &prev.text) {
+            return true;
+        }
+        prev.tail_empty
+            && self.text.len() >= prev.close
+            && self.text.as_bytes()[..prev.close] == prev.text.as_bytes()[..prev.close]
+    }
+
+    /// What [`Self::extends`] compares against later.
+    pub(crate) fn mark(&self) -> TextMark {
+        TextMark {
+            text: self.text.clone(),
+            close: self.close,
+            tail_empty: self.tail.is_empty(),
+        }
+    }
+
     /// The messages array.
     #[must_use]
     pub fn messages(&self) -> &[Value] {
@@ -418,6 +444,7 @@ impl Trajectory {
                 turns: Vec::new(),
                 open: HashMap::new(),
                 answers: Vec::new(),
+                args: Vec::new(),
             },
             answered: HashMap::new(),
         };
@@ -450,6 +477,8 @@ impl Trajectory {
         self.format = st.format;
         self.turns.extend(st.turns);
         self.open.extend(st.open);
+        self.args
+            .extend(st.args.into_iter().map(|(k, at, r)| (k, (at, r))));
         for a in st.answers {
             if let Some(c) = self.turns.get_mut(a.turn).and_then(|t| t.calls.get_mut(a.call)) {
                 c.observation = Some(a.loc);
@@ -491,6 +520,45 @@ impl Trajectory {
         Ok(())
     }
 
+    /// Clears the arguments of the call the observation at `loc` answers: an OpenAI call's
+    /// `function.arguments` becomes `"{}"`, an Anthropic `tool_use`'s `input` becomes `{}`;
+    /// the call, its id and its tool stay. False when the call wrote no arguments (there is
+    /// nothing to clear); a location that is not an observation is an error.
+    pub fn clear_input(&mut self, loc: Loc) -> Result<bool> {
+        let Some(&Slot { turn, call, .. }) = self.obs.get(&loc) else {
+            return Err(Error::invalid(loc.to_string(), "is not an observation"));
+        };
+        let Some((at, range)) = self.args.get(&(turn, call)).cloned() else {
+            return Ok(false);
+        };
+        let (json, value) = match at.format {
+            Format::OpenAi => ("\"{}\"", Value::String("{}".into())),
+            Format::Anthropic => ("{}", Value::Object(serde_json::Map::new())),
+        };
+        self.edits.insert(range.start, (range.end, json.into()));
+        let node = self.messages_mut().and_then(|m| m.get_mut(at.message));
+        let node = match at.format {
+            Format::OpenAi => node
+                .and_then(|m| m.get_mut("tool_calls"))
+                .and_then(|c| c.get_mut(at.index))
+                .and_then(|c| c.get_mut("function")),
+            Format::Anthropic => node
+                .and_then(|m| m.get_mut("content"))
+                .and_then(|c| c.get_mut(at.index)),
+        };
+        let key = match at.format {
+            Format::OpenAi => "arguments",
+            Format::Anthropic => "input",
+        };
+        if let Some(o) = node.and_then(Value::as_object_mut) {
+            o.insert(key.into(), value);
+        }
+        if let Some(c) = self.turns.get_mut(turn).and_then(|t| t.calls.get_mut(call)) {
+            c.args = "{}".into();
+        }
+        Ok(true)
+    }
+
     /// The document as JSON text: the input with only the replaced contents changed, and
     /// appended messages (compact) before the messages array's closing bracket.
     #[must_use]
@@ -510,6 +578,21 @@ impl Trajectory {
     }
 }
 
+/// A trajectory's text as a session last saw it (shared, not copied).
+#[derive(Clone, Debug)]
+pub(crate) struct TextMark {
+    text: Arc<str>,
+    close: usize,
+    tail_empty: bool,
+}
+
+impl TextMark {
+    /// Whether it is `t`'s own text (the same allocation).
+    pub(crate) fn same(&self, t: &Trajectory) -> bool {
+        Arc::ptr_eq(&self.text, &t.text)
+    }
+}
+
 /// What indexing found, checked and not yet applied.
 struct Staged {
     format: Option<Known>,
@@ -518,6 +601,8 @@ struct Staged {
     /// Calls made, by id.
     open: HashMap<String, Opened>,
     answers: Vec<Answer>,
+    /// Where the new calls' arguments are written.
+    args: Vec<((usize, usize), CallAt, std::ops::Range<usize>)>,
 }
 
 struct Answer {
@@ -689,9 +774,20 @@ impl Indexer<'_> {
                 None => String::new(),
             };
             self.call(id, tool, args, at)?;
+            self.args_at(at, sp.arguments.get(k).cloned().flatten());
         }
         self.end_turn();
         Ok(())
+    }
+
+    /// Records where the call just made at `at` has its arguments written.
+    fn args_at(&mut self, at: CallAt, range: Option<std::ops::Range<usize>>) {
+        let turn = (self.t.turns.len() + self.st.turns.len()).saturating_sub(1);
+        if let (Some(r), Some(tr)) = (range, self.st.turns.last()) {
+            self.st
+                .args
+                .push(((turn, tr.calls.len().saturating_sub(1)), at, r));
+        }
     }
 
     fn anthropic(&mut self, msg: &Value, m: usize, role: &str, sp: &spans::Message) -> Result<()> {
@@ -717,6 +813,12 @@ impl Indexer<'_> {
                     let tool = str_field(blk, "name", at, "tool_use")?;
                     let args = blk.get("input").map_or(String::new(), Value::to_string);
                     self.call(id, tool, args, at)?;
+                    let input = sp
+                        .blocks
+                        .get(b)
+                        .and_then(Option::as_ref)
+                        .and_then(|o| o.input.clone());
+                    self.args_at(at, input);
                 }
                 Some("tool_result") => {
                     if role != "user" {

@@ -22,6 +22,10 @@ pub(crate) struct Obj {
     pub empty: bool,
     /// The value of its last `"content"` member.
     pub content: Option<Range<usize>>,
+    /// The value of its last `"input"` member (a `tool_use` block's arguments).
+    pub input: Option<Range<usize>>,
+    /// The value of its last `"tool_calls"` member.
+    pub tool_calls: Option<Range<usize>>,
 }
 
 /// One message: the object (`None` when the message is not an object) and, when its
@@ -30,18 +34,24 @@ pub(crate) struct Obj {
 pub(crate) struct Message {
     pub obj: Option<Obj>,
     pub blocks: Vec<Option<Obj>>,
+    /// Per element of `"tool_calls"`, the value of its `"function"`'s `"arguments"`.
+    pub arguments: Vec<Option<Range<usize>>>,
 }
 
 impl Message {
     /// The same spans `by` bytes further on.
     pub fn shift(&mut self, by: usize) {
+        let shift = |r: &mut Range<usize>| *r = r.start + by..r.end + by;
         let objs = self.obj.iter_mut().chain(self.blocks.iter_mut().flatten());
         for o in objs {
             o.close += by;
-            if let Some(c) = &mut o.content {
-                *c = c.start + by..c.end + by;
-            }
+            o.content
+                .iter_mut()
+                .chain(&mut o.input)
+                .chain(&mut o.tool_calls)
+                .for_each(shift);
         }
+        self.arguments.iter_mut().flatten().for_each(shift);
     }
 }
 
@@ -104,6 +114,7 @@ fn message_at(s: &[u8], i: usize) -> R<Message> {
         return Ok(Message {
             obj: None,
             blocks: Vec::new(),
+            arguments: Vec::new(),
         });
     };
     let mut blocks = Vec::new();
@@ -115,9 +126,21 @@ fn message_at(s: &[u8], i: usize) -> R<Message> {
             })?;
         }
     }
+    let mut arguments = Vec::new();
+    if let Some(c) = &obj.tool_calls {
+        if byte(s, c.start)? == b'[' {
+            elements(s, c.start, |v| {
+                arguments.push(
+                    member(s, v.start, "function")?.map_or(Ok(None), |f| member(s, f.start, "arguments"))?,
+                );
+                Ok(())
+            })?;
+        }
+    }
     Ok(Message {
         obj: Some(obj),
         blocks,
+        arguments,
     })
 }
 
@@ -126,12 +149,16 @@ fn object(s: &[u8], i: usize) -> R<Option<Obj>> {
     if byte(s, i)? != b'{' {
         return Ok(None);
     }
-    let mut content = None;
+    let (mut content, mut input, mut tool_calls) = (None, None, None);
     let mut empty = true;
     let close = members(s, i, |key, value| {
         empty = false;
-        if key_is(s, key, "content")? {
+        if key_is(s, key.clone(), "content")? {
             content = Some(value);
+        } else if key_is(s, key.clone(), "input")? {
+            input = Some(value);
+        } else if key_is(s, key, "tool_calls")? {
+            tool_calls = Some(value);
         }
         Ok(())
     })?;
@@ -139,7 +166,25 @@ fn object(s: &[u8], i: usize) -> R<Option<Obj>> {
         close,
         empty,
         content,
+        input,
+        tool_calls,
     }))
+}
+
+/// The value of the last member `name` of the object at `i`; `None` when the value there
+/// is not an object or has no such member.
+fn member(s: &[u8], i: usize, name: &str) -> R<Option<Range<usize>>> {
+    if byte(s, i)? != b'{' {
+        return Ok(None);
+    }
+    let mut found = None;
+    members(s, i, |key, value| {
+        if key_is(s, key, name)? {
+            found = Some(value);
+        }
+        Ok(())
+    })?;
+    Ok(found)
 }
 
 /// Calls `f(key, value)` for each member of the object at `i` (the key's span includes its

@@ -7,7 +7,8 @@ use crate::cost::{self, FlopsOptions, ModelShape};
 use crate::error::Error;
 use crate::estimate::{self, Estimate};
 use crate::io::fields::Fields;
-use crate::mask::masker::{MaskConfig, Masker};
+use crate::mask::masker::Masker;
+use crate::mask::policy::MaskOptions;
 use crate::mask::{Format, Trajectory};
 use crate::rerank::http::{HttpConfig, HttpOracle};
 use crate::rerank::{Oracle, Precomputed, RerankOptions, Reranker};
@@ -360,18 +361,28 @@ pub fn mask(s: &Shared, body: &[u8]) -> Result<Reply, ApiError> {
         "auto" => None,
         x => Some(x.parse::<Format>()?),
     };
-    let d = MaskConfig::default();
-    let cfg = MaskConfig {
-        window: f.count("window")?.unwrap_or(d.window),
-        keep_errors: f.bool("keep_errors")?.unwrap_or(d.keep_errors),
-        keep_first: f.bool("keep_first")?.unwrap_or(d.keep_first),
-        tools_keep: f.strs("tools_keep")?.unwrap_or_default(),
-        tools_mask: f.strs("tools_mask")?.unwrap_or_default(),
+    let edit = f
+        .raw("edit")
+        .map(|e| crate::io::json::value_str(e).map_err(|m| Error::invalid("edit", m)))
+        .transpose()?;
+    let cfg = MaskOptions {
+        preset: f.str("preset")?,
+        edit,
+        window: f.count("window")?,
+        keep_errors: f.bool("keep_errors")?,
+        keep_first: f.bool("keep_first")?,
+        tools_keep: f.strs("tools_keep")?,
+        tools_mask: f.strs("tools_mask")?,
         trigger_tokens: f.count("trigger_tokens")?,
-        clear_at_least: f.count("clear_at_least")?.unwrap_or(d.clear_at_least),
-        step: f.count("step")?.unwrap_or(d.step),
-        placeholder: f.str("placeholder")?.unwrap_or(d.placeholder),
-    };
+        clear_at_least: f.count("clear_at_least")?,
+        step: f.count("step")?,
+        unit: f.str("unit")?,
+        anchor: f.str("anchor")?,
+        hold: f.bool("hold")?,
+        clear_tool_inputs: f.bool("clear_tool_inputs")?,
+        placeholder: f.str("placeholder")?,
+    }
+    .config()?;
     let tokenizer = f.str("tokenizer")?.unwrap_or_else(|| "o200k_base".into());
     f.done()?;
     // Named encodings only: a server reads no file a request names.

@@ -1,7 +1,7 @@
 //! The body of the two message-format targets: parse a trajectory, mask it, and check the
 //! cheap properties of the result.
 
-use ctxprune::mask::masker::{MaskConfig, Masker, DEFAULT_PLACEHOLDER};
+use ctxprune::mask::masker::{Anchor, MaskConfig, Masker, Unit, DEFAULT_PLACEHOLDER};
 use ctxprune::mask::{Format, Trajectory};
 
 /// FNV-1a over the input: picks the masking options, so every input is also a plain
@@ -32,6 +32,10 @@ fn config(data: &[u8]) -> MaskConfig {
         trigger_tokens: if bits(9, 4) == 0 { Some(bits(11, 64)) } else { None },
         clear_at_least: if bits(17, 4) == 0 { bits(19, 64) } else { 0 },
         step: 1 + bits(25, 3),
+        unit: if bits(33, 2) == 0 { Unit::ToolUses } else { Unit::Turns },
+        anchor: if bits(35, 2) == 0 { Anchor::Start } else { Anchor::Window },
+        hold: bits(37, 2) == 0,
+        clear_tool_inputs: bits(39, 2) == 0,
         placeholder: match bits(27, 6) {
             0 => "{tool}|{args}|{tokens}|{lines}|{tool}".into(),
             // Adjacent numeric fields and literal braces.

@@ -10,12 +10,35 @@ pub struct MaskArgs {
     /// auto (from the document), openai or anthropic.
     #[arg(long)]
     pub format: String,
-    /// Turns whose observations are kept.
-    #[arg(long, default_value_t = 5, allow_negative_numbers = true)]
-    pub window: usize,
+    /// A named policy: paper (the default), swe-agent (SWE-agent's LastNObservations:
+    /// --window observations, --step as its polling, the first kept) or anthropic
+    /// (clear_tool_uses_20250919's defaults). Flags given override it.
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Anthropic's clear_tool_uses_20250919 edit, as its API takes it: JSON text (starting
+    /// with '{') or a file holding it. Cannot be combined with the flags it sets.
+    #[arg(long, allow_hyphen_values = true)]
+    pub edit: Option<String>,
+    /// Units (turns, or tool uses with --unit tool_uses) whose observations are kept.
+    /// By default 5.
+    #[arg(long, allow_negative_numbers = true)]
+    pub window: Option<usize>,
+    /// What --window and --step count: turns (default) or tool_uses.
+    #[arg(long)]
+    pub unit: Option<String>,
+    /// Where --step's steps are counted from: window (default) or start (SWE-agent).
+    #[arg(long)]
+    pub anchor: Option<String>,
+    /// Cache-aware: the boundary moves only when the masked context exceeds
+    /// --trigger-tokens and the move clears at least --clear-at-least more tokens.
+    #[arg(long)]
+    pub hold: bool,
+    /// Also clear the arguments of masked calls (to {}).
+    #[arg(long)]
+    pub clear_tool_inputs: bool,
     /// Keep error observations (true or false).
-    #[arg(long, default_value = "true")]
-    pub keep_errors: String,
+    #[arg(long)]
+    pub keep_errors: Option<String>,
     /// Keep the first observation.
     #[arg(long)]
     pub keep_first: bool,
@@ -28,12 +51,12 @@ pub struct MaskArgs {
     /// Mask only when the context exceeds this many tokens.
     #[arg(long, allow_negative_numbers = true)]
     pub trigger_tokens: Option<usize>,
-    /// Mask only when at least this many tokens would be cleared.
-    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
-    pub clear_at_least: usize,
-    /// Move the masking boundary in steps of this many turns.
-    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
-    pub step: usize,
+    /// Mask only when at least this many tokens would be cleared. By default 0.
+    #[arg(long, allow_negative_numbers = true)]
+    pub clear_at_least: Option<usize>,
+    /// Move the masking boundary in steps of this many units. By default 1.
+    #[arg(long, allow_negative_numbers = true)]
+    pub step: Option<usize>,
     /// Placeholder template ({tool}, {args}, {tokens}, {lines}; other braces are literal).
     #[arg(long, allow_hyphen_values = true)]
     pub placeholder: Option<String>,
@@ -63,21 +86,51 @@ pub struct MaskArgs {
     pub query_text: Option<String>,
 }
 
-/// The library names an option (`step`, `placeholder`, `format`); the CLI names its flag.
+/// The library names an option (`step`, `placeholder`, `edit.keep.value`); the CLI names
+/// its flag (`--step`, `--edit: keep.value`).
 fn flag(e: Error) -> Error {
+    const FLAGS: [&str; 13] = [
+        "step",
+        "placeholder",
+        "format",
+        "window",
+        "preset",
+        "unit",
+        "anchor",
+        "trigger_tokens",
+        "clear_at_least",
+        "tools_keep",
+        "clear_tool_inputs",
+        "keep_errors",
+        "edit",
+    ];
     match e {
-        Error::InvalidArgument { name, msg }
-            if matches!(name.as_str(), "step" | "placeholder" | "format") =>
-        {
-            Error::invalid(format!("--{name}"), msg)
+        Error::InvalidArgument { name, msg } if FLAGS.contains(&name.as_str()) => {
+            Error::invalid(format!("--{}", name.replace('_', "-")), msg)
+        }
+        Error::InvalidArgument { name, msg } if name.starts_with("edit.") => {
+            Error::invalid(format!("--edit: {}", &name[5..]), msg)
         }
         e => e,
     }
 }
 
+/// `--edit`: JSON text, or the path of a file holding it (read by the one JSON reader, so
+/// a repeated key is an error naming it).
+fn read_edit(v: &str) -> Result<serde_json::Value> {
+    let (text, what) = if v.trim_start().starts_with('{') {
+        (v.to_string(), "--edit".to_string())
+    } else {
+        let t = std::fs::read_to_string(v)
+            .map_err(|e| Error::invalid("--edit", format!("cannot read {v}: {e}")))?;
+        (t, format!("--edit {v}"))
+    };
+    ctxprune::io::json::value_str(&text).map_err(|m| Error::invalid(what, m))
+}
+
 /// Runs `ctxprune mask`.
 pub fn run(a: MaskArgs) -> Result<()> {
-    use ctxprune::mask::masker::{MaskConfig, Masker};
+    use ctxprune::mask::masker::Masker;
     use ctxprune::mask::{Format, Trajectory};
     let format: Option<Format> = match a.format.as_str() {
         "auto" => None,
@@ -88,38 +141,45 @@ pub fn run(a: MaskArgs) -> Result<()> {
             )
         })?),
     };
-    let keep_errors = match a.keep_errors.as_str() {
-        "true" => true,
-        "false" => false,
-        v => {
+    let keep_errors = match a.keep_errors.as_deref() {
+        None => None,
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(v) => {
             return Err(Error::invalid(
                 "--keep-errors",
                 format!("'{v}' is not true or false"),
             ))
         }
     };
-    let list = |s: &Option<String>| -> Vec<String> {
-        s.as_deref().map_or_else(Vec::new, |s| {
+    let list = |s: &Option<String>| -> Option<Vec<String>> {
+        s.as_deref().map(|s| {
             s.split(',')
                 .map(|t| t.trim().to_string())
                 .filter(|t| !t.is_empty())
                 .collect()
         })
     };
-    let mut cfg = MaskConfig {
+    let edit = a.edit.as_deref().map(read_edit).transpose()?;
+    let cfg = ctxprune::mask::policy::MaskOptions {
+        preset: a.preset.clone(),
+        edit,
         window: a.window,
         keep_errors,
-        keep_first: a.keep_first,
+        keep_first: a.keep_first.then_some(true),
         tools_keep: list(&a.tools_keep),
         tools_mask: list(&a.tools_mask),
         trigger_tokens: a.trigger_tokens,
         clear_at_least: a.clear_at_least,
         step: a.step,
-        ..MaskConfig::default()
-    };
-    if let Some(p) = &a.placeholder {
-        cfg.placeholder = p.clone();
+        unit: a.unit.clone(),
+        anchor: a.anchor.clone(),
+        hold: a.hold.then_some(true),
+        clear_tool_inputs: a.clear_tool_inputs.then_some(true),
+        placeholder: a.placeholder.clone(),
     }
+    .config()
+    .map_err(flag)?;
     #[cfg(feature = "embed")]
     let semantic = semantic_options(&a)?;
     let counter = ctxprune::tokens::counter(&a.tokenizer)?;
