@@ -1,5 +1,6 @@
 """ctxprune in Haystack (`pip install "ctxprune-rs[haystack]"`): two components for a
-`Pipeline`, serialisable with `to_dict` / `from_dict` (so a pipeline YAML can name them).
+`Pipeline`, serialisable with `to_dict` / `from_dict` (so a pipeline YAML can name them),
+and a compactor for an `Agent`.
 
 - `CtxpruneRanker`: marginal-value selection of documents (MMR, DPP, facility location
   per token, hybrid, GRN, centroid drift, lexical) under an item (`top_k`) and/or token
@@ -9,6 +10,9 @@
   importable function so the component serialises) called at most `budget` times for the
   best `top_k` (BoundaryMORPH); `score` is the oracle's score in [0, 1] (NaN for a
   document the GP ranked without scoring it).
+- `CtxpruneCompactor`: observation masking (`ctxprune_rs.MaskSession`'s options) as a
+  `Compactor` for Haystack's `CompactionHook`: stale tool results of an Agent's
+  conversation replaced by a placeholder, each original kept in the message's meta.
 
     from ctxprune_rs.haystack import CtxpruneRanker
     pipe.add_component("diversify", CtxpruneRanker(method="dpp", top_k=8))
@@ -33,7 +37,16 @@ from haystack.utils import deserialize_callable, serialize_callable
 from . import _integrate as core
 from ._errors import InvalidInputError
 
-__all__ = ["CtxpruneRanker", "CtxpruneBudgetedRanker"]
+__all__ = ["CtxpruneRanker", "CtxpruneBudgetedRanker", "CtxpruneCompactor"]
+
+
+def __getattr__(name: str) -> Any:
+    # The compactor imports Haystack's agent hooks: imported on first use.
+    if name == "CtxpruneCompactor":
+        from . import _haystack_agents
+
+        return _haystack_agents.CtxpruneCompactor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _engine(backend: str):

@@ -8,7 +8,12 @@
   (BoundaryMORPH), as a document compressor;
 - `maximal_marginal_relevance`: a drop-in for LangChain's
   (`langchain_core.vectorstores.utils`): the same signature, the same picks in the same
-  order, the same result (a list of row indices), computed by ctxprune's MMR.
+  order, the same result (a list of row indices), computed by ctxprune's MMR;
+- observation masking in agents (`pip install langchain`): `CtxpruneMaskEdit` (a
+  `ContextEdit` for `ContextEditingMiddleware`), `CtxpruneMaskMiddleware` (an
+  `AgentMiddleware` for `create_agent`) and `ctxprune_pre_model_hook` /
+  `CtxpruneMaskHook` (LangGraph's `create_react_agent(pre_model_hook=...)`): the model
+  sees stale tool observations masked, the agent's state keeps them whole.
 
     from ctxprune_rs.langchain import maximal_marginal_relevance
     idx = maximal_marginal_relevance(query_embedding, embedding_list, lambda_mult=0.5, k=4)
@@ -33,7 +38,11 @@ import numpy as np
 from . import Engine, Pool, select
 from ._arrays import floats
 
-__all__ = ["maximal_marginal_relevance", "CtxpruneCompressor", "CtxpruneRerank"]
+__all__ = [
+    "maximal_marginal_relevance", "CtxpruneCompressor", "CtxpruneRerank",
+    "CtxpruneMaskEdit", "CtxpruneMaskMiddleware", "CtxpruneMaskHook", "ctxprune_pre_model_hook",
+]
+_AGENTS = ("CtxpruneMaskEdit", "CtxpruneMaskMiddleware", "CtxpruneMaskHook", "ctxprune_pre_model_hook")
 
 
 def __getattr__(name: str) -> Any:
@@ -42,6 +51,10 @@ def __getattr__(name: str) -> Any:
         from . import _langchain
 
         return getattr(_langchain, name)
+    if name in _AGENTS:  # the agent adapters import LangChain on first use too
+        from . import _langchain_agents
+
+        return getattr(_langchain_agents, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -7,6 +7,9 @@ for a query engine's `node_postprocessors`, or on their own.
 - `CtxpruneNodeRerank`: a cross-encoder called at most `budget` times for the best
   `top_n` (BoundaryMORPH); each returned score is the oracle's score in [0, 1] (NaN for a
   node the GP ranked without scoring it).
+- `CtxpruneMaskedMemory`: any `BaseMemory` (an agent's memory) whose `get()` / `aget()`
+  mask stale tool observations (`ctxprune_rs.MaskSession`'s options); the stored history
+  (`get_all()`, `put()`) stays whole.
 
     from ctxprune_rs.llamaindex import CtxpruneNodeSelector
     engine = index.as_query_engine(similarity_top_k=50,
@@ -33,7 +36,16 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from . import _integrate as core
 from ._errors import InvalidInputError
 
-__all__ = ["CtxpruneNodeSelector", "CtxpruneNodeRerank"]
+__all__ = ["CtxpruneNodeSelector", "CtxpruneNodeRerank", "CtxpruneMaskedMemory"]
+
+
+def __getattr__(name: str) -> Any:
+    # The memory imports LlamaIndex's memory module: imported on first use.
+    if name == "CtxpruneMaskedMemory":
+        from . import _llamaindex_memory
+
+        return _llamaindex_memory.CtxpruneMaskedMemory
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _Nodes(BaseNodePostprocessor):

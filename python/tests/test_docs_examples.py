@@ -11,7 +11,11 @@ import pytest
 from conftest import ROOT, framework, minilm_dir
 
 PAGES = sorted((ROOT / "docs" / "integrations").glob("*.md"))
-NEEDS = {"langchain": "langchain_classic", "llamaindex": "llama_index.core", "haystack": "haystack"}
+NEEDS = {
+    "langchain": "langchain_classic", "llamaindex": "llama_index.core", "haystack": "haystack",
+    "agents-langchain": "langchain", "agents-llamaindex": "llama_index.core",
+    "agents-haystack": "haystack", "agents-openai": "agents",
+}
 
 
 def blocks(page):
