@@ -222,3 +222,103 @@ fn a_tool_named_like_a_field_is_shown_as_itself() {
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v[1]["content"], "{args}{tokens}({tool}) 3");
 }
+
+#[test]
+fn the_anthropic_edit_and_the_presets_from_the_command_line() {
+    let doc = openai().to_string();
+    // The edit as JSON text and as a file give the same bytes.
+    let edit = r#"{"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": 2}, "trigger": {"type": "input_tokens", "value": 1}}"#;
+    let inline = masked(
+        &[
+            "mask",
+            "--format",
+            "openai",
+            "--tokenizer",
+            "approx",
+            "--edit",
+            edit,
+        ],
+        &doc,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("edit.json");
+    std::fs::write(&f, edit).unwrap();
+    let from_file = masked(
+        &[
+            "mask",
+            "--format",
+            "openai",
+            "--tokenizer",
+            "approx",
+            "--edit",
+            f.to_str().unwrap(),
+        ],
+        &doc,
+    );
+    assert_eq!(inline, from_file);
+    let v: Value = serde_json::from_str(&inline).unwrap();
+    let omitted = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("[observation omitted"))
+        })
+        .count();
+    // 8 tool uses: the last 2 kept, and the error among the 6 before them.
+    assert_eq!(omitted, 5, "{inline}");
+    masked(
+        &[
+            "mask",
+            "--format",
+            "openai",
+            "--preset",
+            "swe-agent",
+            "--window",
+            "2",
+            "--step",
+            "3",
+        ],
+        &doc,
+    );
+    refused(
+        &["mask", "--format", "openai", "--edit", edit, "--window", "3"],
+        &doc,
+        "--window",
+    );
+    refused(
+        &["mask", "--format", "openai", "--preset", "swe"],
+        &doc,
+        "--preset",
+    );
+    refused(&["mask", "--format", "openai", "--unit", "pages"], &doc, "--unit");
+    refused(
+        &[
+            "mask",
+            "--format",
+            "openai",
+            "--edit",
+            r#"{"type": "clear_tool_uses_20250919", "keep": 3}"#,
+        ],
+        &doc,
+        "--edit: keep",
+    );
+    refused(
+        &[
+            "mask",
+            "--format",
+            "openai",
+            "--edit",
+            r#"{"type": "clear_tool_uses_20250919", "type": "x"}"#,
+        ],
+        &doc,
+        "--edit",
+    );
+    refused(
+        &["mask", "--format", "openai", "--edit", "/nonexistent/edit.json"],
+        &doc,
+        "--edit",
+    );
+}

@@ -307,6 +307,18 @@ fn rerank_mask_and_cost_answer_as_the_library() {
         .starts_with("[observation omitted: search"));
     assert_eq!(v["messages"][4]["content"], "page");
     assert_eq!(v["stats"]["observations_masked"], 1);
+    // Anthropic's edit as its API takes it, with its report in the stats.
+    let edit = json!({"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 10},
+        "keep": {"type": "tool_uses", "value": 1}, "clear_tool_inputs": true});
+    let (st, v) = post(
+        &s,
+        "/v1/mask",
+        json!({"messages": msgs, "edit": edit, "format": "openai"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["stats"]["cleared_tool_uses"], 1);
+    assert!(v["stats"]["cleared_input_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(v["messages"][1]["tool_calls"][0]["function"]["arguments"], "{}");
 
     let (st, v) = post(
         &s,
@@ -369,7 +381,7 @@ fn rerank_mask_and_cost_answer_as_the_library() {
         "{m}"
     );
     assert!(
-        m.contains("ctxprune_request_seconds_bucket{method=\"POST\",route=\"/v1/mask\",le=\"+Inf\"} 1"),
+        m.contains("ctxprune_request_seconds_bucket{method=\"POST\",route=\"/v1/mask\",le=\"+Inf\"} 2"),
         "{m}"
     );
     assert!(m.contains("ctxprune_backend_info{backend=\"cpu\"} 1"));
@@ -482,6 +494,20 @@ fn every_error_status_with_one_line() {
             json!({"messages": [], "tokenizer": "/etc/passwd"}),
             422,
             "reads no tokenizer file",
+        ),
+        (
+            "POST",
+            "/v1/mask",
+            json!({"messages": [], "edit": {"type": "clear_tool_uses_20250919", "keep": {"type": "tool_uses", "value": -1}}}),
+            422,
+            "edit.keep.value",
+        ),
+        (
+            "POST",
+            "/v1/mask",
+            json!({"messages": [], "edit": {"type": "clear_tool_uses_20250919"}, "window": 2}),
+            422,
+            "edit sets it",
         ),
         ("POST", "/v1/cost/plan", json!({"depth": 0}), 422, "depth"),
         (

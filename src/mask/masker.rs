@@ -18,7 +18,6 @@ use super::template::Template;
 use super::{Trajectory, Turn};
 use crate::error::{Error, Result};
 use crate::tokens::TokenCounter;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Masking options; [`MaskConfig::default`] is the paper's rule (K = 5, errors kept).
@@ -176,7 +175,7 @@ impl Masker {
     pub fn session(&self) -> MaskSession {
         MaskSession {
             masker: self.clone(),
-            cache: HashMap::new(),
+            cache: rustc_hash::FxHashMap::default(),
             seen: None,
             edited: std::collections::HashSet::new(),
         }
@@ -258,7 +257,7 @@ enum Fate {
 /// session shared across conversations is slower, never wrong.
 pub struct MaskSession {
     masker: Masker,
-    cache: HashMap<(usize, Option<usize>, usize), usize>,
+    cache: rustc_hash::FxHashMap<(usize, Option<usize>, usize), usize>,
     /// The text the counts were taken from.
     seen: Option<super::TextMark>,
     /// Messages and observations this session rewrote in place (their counts are taken
@@ -335,6 +334,11 @@ impl MaskSession {
         }
         first.push(units);
         let unit = |i: usize, k: usize| if per_call { first[i] + k } else { i };
+        let empty_args = if cfg.clear_tool_inputs {
+            self.masker.counter.count("{}")
+        } else {
+            0
+        };
         // Per unit: tokens of its eligible observations, and net savings of masking them.
         let mut raw = vec![0usize; units];
         let mut net = vec![0i64; units];
@@ -368,7 +372,7 @@ impl MaskSession {
                         let pc = &self.masker.counter;
                         let key = (tr.message, Some(usize::MAX / 2 + k), c.args.len());
                         let an = *self.cache.entry(key).or_insert_with(|| pc.count(&c.args));
-                        net[unit(i, k)] += an as i64 - pc.count("{}") as i64;
+                        net[unit(i, k)] += an as i64 - empty_args as i64;
                     }
                     pt.push(Fate::Mask(ph));
                 } else {
@@ -586,8 +590,20 @@ fn message_len(v: &serde_json::Value) -> usize {
             .sum(),
         _ => 0,
     };
-    let calls = v.get("tool_calls").map_or(0, |c| c.to_string().len());
+    let calls = v.get("tool_calls").map_or(0, json_len);
     content + calls
+}
+
+/// A cheap size of a JSON value (its strings' bytes and its numbers' and keys' count):
+/// the cache key's length part, without serialising it.
+fn json_len(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => a.iter().map(json_len).sum::<usize>() + 2,
+        Value::Object(o) => o.iter().map(|(k, v)| k.len() + json_len(v)).sum::<usize>() + 2,
+        _ => 1,
+    }
 }
 
 /// A message's text for counting: its content (text parts, tool inputs and results) and
