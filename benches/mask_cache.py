@@ -170,12 +170,16 @@ def ctxprune_policy(**options):
 def policies():
     yield "no masking", lambda h: h
     yield "ctxprune paper (last 5 turns)", ctxprune_policy()
+    yield "ctxprune last 3 tool uses", ctxprune_policy(window=3, unit="tool_uses")
     yield "ctxprune last 5 turns, step 10", ctxprune_policy(window=5, step=10)
     yield "ctxprune swe-agent (n 5, polling 10)", ctxprune_policy(preset="swe-agent", window=5, step=10)
     yield "ctxprune anthropic edit (defaults)", ctxprune_policy(edit={"type": "clear_tool_uses_20250919"})
     yield "ctxprune anthropic edit, clear_at_least 50k", ctxprune_policy(edit={
         "type": "clear_tool_uses_20250919", "clear_at_least": {"type": "input_tokens", "value": 50000}})
     yield "ctxprune hold (trigger 100k, clear 50k, K 5)", ctxprune_policy(hold=True, trigger_tokens=100000, clear_at_least=50000)
+    yield "ctxprune hold (trigger 30k, clear 15k, K 5)", ctxprune_policy(hold=True, trigger_tokens=30000, clear_at_least=15000)
+    yield "ctxprune hold (trigger 30k, clear 15k, keep 3 tool uses)", ctxprune_policy(
+        hold=True, trigger_tokens=30000, clear_at_least=15000, window=3, unit="tool_uses")
     try:
         yield "LangChain ClearToolUsesEdit (defaults)", langchain_default()
     except ImportError as e:

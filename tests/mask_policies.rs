@@ -337,12 +337,15 @@ fn masked_set(out: &Value, format: Format) -> Vec<bool> {
     v
 }
 
-/// SWE-agent's `LastNObservations._get_omit_indices`, transcribed: with N observations,
-/// `last_removed = max(0, (N // polling) * polling - n)`, and observations `1..last_removed`
-/// are omitted (never the first).
-fn swe_agent_omits(n_obs: usize, n: usize, polling: usize) -> Vec<bool> {
-    let last_removed = (n_obs / polling * polling).saturating_sub(n);
-    (0..n_obs).map(|i| i >= 1 && i < last_removed).collect()
+/// SWE-agent's `LastNObservations._get_omit_indices`, transcribed. Its history's
+/// observations are the instance template (the task, added as an observation) and then
+/// one per action; with N of them, `last_removed = max(0, (N // polling) * polling - n)`
+/// and observations `1..last_removed` are omitted (never the template). Returns, per tool
+/// result, whether it is omitted.
+fn swe_agent_omits(tool_results: usize, n: usize, polling: usize) -> Vec<bool> {
+    let observations = tool_results + 1;
+    let last_removed = (observations / polling * polling).saturating_sub(n);
+    (1..observations).map(|i| i < last_removed).collect()
 }
 
 #[test]
@@ -708,6 +711,34 @@ fn a_session_reuses_counts_only_for_the_history_it_saw() {
         let t = Trajectory::parse(&doc.to_string(), Some(Format::OpenAi)).unwrap();
         assert_eq!(shared.plan(&t), m.session().plan(&t));
     }
+    // A trajectory extended in place, then another text equal to it up to the first
+    // extension but not after (same lengths): counted afresh, not from the extension.
+    let mut grown = Trajectory::parse(&a.to_string(), Some(Format::OpenAi)).unwrap();
+    let mut shared = m.session();
+    shared.plan(&grown);
+    let more = |content: &str| {
+        vec![
+            json!({"role": "assistant", "tool_calls": [{"id": "z", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}),
+            json!({"role": "tool", "tool_call_id": "z", "content": content}),
+        ]
+    };
+    grown.extend(more("aaaaaaaa aaaaaaaa aaaaaaaa aaaaaaaa")).unwrap();
+    assert_eq!(shared.plan(&grown), m.session().plan(&grown));
+    let mut other = a.clone();
+    other
+        .as_array_mut()
+        .unwrap()
+        .extend(more("a a a a a a a a a a a a a a a a a a"));
+    let other = Trajectory::parse(&other.to_string(), Some(Format::OpenAi)).unwrap();
+    assert_eq!(shared.plan(&other), m.session().plan(&other));
+    // Masked in place, then the original re-sent, then the masked one again: each counted
+    // as what it now holds.
+    let mut t = Trajectory::parse(&a.to_string(), Some(Format::OpenAi)).unwrap();
+    let mut s = m.session();
+    s.mask(&mut t);
+    let fresh = Trajectory::parse(&a.to_string(), Some(Format::OpenAi)).unwrap();
+    assert_eq!(s.plan(&fresh), m.session().plan(&fresh));
+    assert_eq!(s.plan(&t), m.session().plan(&t));
     // A history re-sent with one more turn keeps its counts (and its answer).
     let mut longer = a.clone();
     longer

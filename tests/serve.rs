@@ -507,7 +507,7 @@ fn every_error_status_with_one_line() {
             "/v1/mask",
             json!({"messages": [], "edit": {"type": "clear_tool_uses_20250919"}, "window": 2}),
             422,
-            "edit sets it",
+            "edit decides it",
         ),
         ("POST", "/v1/cost/plan", json!({"depth": 0}), 422, "depth"),
         (

@@ -402,6 +402,13 @@ def _to_json(messages: Any) -> str:
         raise InvalidInputError(f"invalid messages: not JSON ({e})") from None
 
 
+def _edit_json(edit: Dict[str, Any]) -> str:
+    try:
+        return json.dumps(edit, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"invalid edit: not JSON ({e})") from None
+
+
 class MaskSession:
     """One conversation's observation masking (an agent loop): the options checked once,
     token counts of earlier messages cached across calls (reused only while each history
@@ -453,7 +460,7 @@ class MaskSession:
             if isinstance(v, str):
                 raise InvalidInputError(f"invalid {name}: must be a list of tool names, not a string")
         self._s = _native.MaskSession(
-            format, preset=preset, edit=None if edit is None else _to_json(edit),
+            format, preset=preset, edit=None if edit is None else _edit_json(edit),
             window=_count(window, "window"), keep_errors=keep_errors, keep_first=keep_first,
             tools_keep=None if tools_keep is None else list(tools_keep),
             tools_mask=None if tools_mask is None else list(tools_mask),

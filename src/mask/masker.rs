@@ -43,7 +43,7 @@ pub struct MaskConfig {
     /// (Anthropic's `keep`, SWE-agent's observations).
     pub unit: Unit,
     /// Where the steps of `step` are counted from (SWE-agent's polling counts from the
-    /// first unit, the default from the window's edge).
+    /// task, the default from the window's edge).
     pub anchor: Anchor,
     /// Cache-aware hold: the boundary moves only when the context *as masked* exceeds
     /// `trigger_tokens` (when given) and the move clears at least `clear_at_least` more
@@ -75,7 +75,9 @@ pub enum Anchor {
     /// From the window's edge: the boundary at `u` units is `⌊(u − K)/P⌋·P`.
     #[default]
     Window,
-    /// From the first unit (SWE-agent's `LastNObservations(n, polling)`): `⌊u/P⌋·P − K`.
+    /// From the task, as SWE-agent's `LastNObservations(n, polling)` counts: its history's
+    /// observations are the task (the instance template) and then the `u` tool results,
+    /// so the boundary is `⌊(u + 1)/P⌋·P − K − 1` tool results.
     Start,
 }
 
@@ -177,7 +179,6 @@ impl Masker {
             masker: self.clone(),
             cache: rustc_hash::FxHashMap::default(),
             seen: None,
-            edited: std::collections::HashSet::new(),
         }
     }
 
@@ -234,7 +235,7 @@ impl Masker {
         match self.cfg.anchor {
             Anchor::Window if u > k => (u - k) / step * step,
             Anchor::Window => 0,
-            Anchor::Start => (u / step * step).saturating_sub(k),
+            Anchor::Start => ((u + 1) / step * step).saturating_sub(k + 1),
         }
     }
 }
@@ -252,23 +253,23 @@ enum Fate {
 /// One conversation's masking state: the masker and the token counts seen so far (keyed by
 /// message, block and text length: agents append, so earlier entries are counted once).
 /// The counts are reused only while each trajectory extends the one seen before (the same
-/// text, or the earlier text with messages appended, compared byte for byte); any other
-/// trajectory (another conversation, a rewritten history) starts the counts afresh, so a
-/// session shared across conversations is slower, never wrong.
+/// trajectory, or the earlier text with messages appended, compared byte for byte); any
+/// other trajectory (another conversation, a rewritten or masked history) starts the
+/// counts afresh, so a session shared across conversations is slower, never wrong. What a
+/// trajectory rewrote in place is counted afresh each time.
 pub struct MaskSession {
     masker: Masker,
     cache: rustc_hash::FxHashMap<(usize, Option<usize>, usize), usize>,
-    /// The text the counts were taken from.
+    /// The trajectory the counts were taken from.
     seen: Option<super::TextMark>,
-    /// Messages and observations this session rewrote in place (their counts are taken
-    /// afresh while the trajectory is that same text).
-    edited: std::collections::HashSet<(usize, Option<usize>)>,
 }
 
 impl MaskSession {
-    fn count(&mut self, key: (usize, Option<usize>), text: &str) -> usize {
+    /// The count of an observation's `text` (`key`: its message and block, `usize::MAX`
+    /// for a whole message), from the cache unless `traj` rewrote it in place.
+    fn count(&mut self, traj: &Trajectory, key: (usize, Option<usize>), text: &str) -> usize {
         let c = &self.masker.counter;
-        if self.edited.contains(&(key.0, key.1.filter(|&b| b != usize::MAX))) {
+        if traj.touched(key.0, key.1.filter(|&b| b != usize::MAX)) {
             return c.count(text);
         }
         *self
@@ -280,12 +281,9 @@ impl MaskSession {
     /// Keeps the counts when `traj` extends the trajectory they were taken from.
     fn sync(&mut self, traj: &Trajectory) {
         match &self.seen {
-            Some(m) if m.same(traj) => return,
-            Some(m) if traj.extends(m) => self.edited.clear(),
-            _ => {
-                self.cache.clear();
-                self.edited.clear();
-            }
+            Some(m) if m.same(traj) => {}
+            Some(m) if traj.extends(m) => {}
+            _ => self.cache.clear(),
         }
         self.seen = Some(traj.mark());
     }
@@ -312,7 +310,7 @@ impl MaskSession {
         for (m, v) in msgs.iter().enumerate() {
             let len = message_len(v);
             let c = &self.masker.counter;
-            let n = if self.edited.contains(&(m, None)) {
+            let n = if traj.touched(m, None) {
                 c.count(&message_text(v))
             } else {
                 *self
@@ -351,11 +349,11 @@ impl MaskSession {
                     continue;
                 }
                 let n = c.observation.map_or(0, |l| {
-                    self.count((l.message, Some(l.block.unwrap_or(usize::MAX))), &c.text)
+                    self.count(traj, (l.message, Some(l.block.unwrap_or(usize::MAX))), &c.text)
                 });
                 if self.masker.eligible(turns, i, k) && !c.observation.is_some_and(|l| keep.contains(&l)) {
                     // Cleared arguments are not shown either (and a re-mask recognises it).
-                    let shown = if cfg.clear_tool_inputs {
+                    let shown = if cfg.clear_tool_inputs && !c.args.is_empty() {
                         "{}"
                     } else {
                         c.args.as_str()
@@ -545,27 +543,15 @@ impl MaskSession {
     }
 
     /// Writes `edits` (a plan's, for this `traj`) into `traj`, clearing the masked calls'
-    /// arguments too when the masker says so.
+    /// arguments too when the masker says so. The trajectory records what it rewrote, so
+    /// those counts are taken afresh.
     fn apply(&mut self, traj: &mut Trajectory, edits: Vec<(super::Loc, String)>) {
+        let clear = self.masker.cfg.clear_tool_inputs;
         for (loc, text) in edits {
-            if self.masker.cfg.clear_tool_inputs {
-                let m = traj
-                    .turns()
-                    .iter()
-                    .find(|t| t.calls.iter().any(|c| c.observation == Some(loc)))
-                    .map(|t| t.message);
-                if traj.clear_input(loc).unwrap_or(false) {
-                    if let Some(m) = m {
-                        self.edited.insert((m, None));
-                    }
-                }
+            if clear {
+                let done = traj.clear_input(loc);
+                debug_assert!(done.is_ok(), "plan's edits are the trajectory's observations");
             }
-            // This text now differs from the one its counts were taken from (their keys
-            // hold its length, which the placeholder may share): count it afresh while
-            // the session sees this trajectory, and keep the originals' counts for the
-            // next trajectory that re-sends them.
-            self.edited.insert((loc.message, None));
-            self.edited.insert((loc.message, loc.block));
             let done = traj.replace(loc, &text);
             debug_assert!(done.is_ok(), "plan's edits are the trajectory's observations");
         }

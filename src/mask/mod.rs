@@ -261,9 +261,32 @@ impl std::fmt::Display for CallAt {
     }
 }
 
+/// A trajectory's identity: every parse and every clone gets its own (a clone may be
+/// extended or edited apart from the original).
+#[derive(Debug)]
+struct Uid(u64);
+
+impl Uid {
+    fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Uid(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl Clone for Uid {
+    fn clone(&self) -> Self {
+        Uid::new()
+    }
+}
+
 /// A parsed trajectory: the text as given, its JSON, and the turn index.
 #[derive(Clone, Debug)]
 pub struct Trajectory {
+    /// Which trajectory this is (a fresh one per parse and per clone).
+    uid: Uid,
+    /// Messages (`(m, None)`) and blocks (`(m, Some(b))`) rewritten in place since the
+    /// parse: their text is no longer the input's.
+    touched: std::collections::HashSet<(usize, Option<usize>)>,
     /// The format, once given or detected.
     format: Option<Known>,
     /// The whole document (an array of messages, or an object with `"messages"`).
@@ -320,6 +343,8 @@ impl Trajectory {
         let msgs = messages_of(&doc)?;
         let layout = spans::layout(text).map_err(|e| Error::invalid("input", e))?;
         let mut t = Trajectory {
+            uid: Uid::new(),
+            touched: std::collections::HashSet::new(),
             format: format.map(|format| Known {
                 format,
                 why: "was given".into(),
@@ -399,11 +424,14 @@ impl Trajectory {
     }
 
     /// Whether this trajectory holds, unchanged, every message `prev` held when
-    /// `prev` was `mark`ed: the same text (an in-place extension), or a text whose first
-    /// `close` bytes are the earlier one's (the earlier document re-sent with messages
-    /// appended). What a masking session checks before it reuses its token counts.
+    /// `prev` was `mark`ed (except those it rewrote in place, see [`Self::touched`]): the
+    /// same trajectory (it only grows), or a text whose first `close` bytes are the
+    /// earlier one's (the earlier document re-sent with messages appended). What a masking
+    /// session checks before it reuses its token counts.
     pub(crate) fn extends(&self, prev: &TextMark) -> bool {
-        if Arc::ptr_eq(&self.text, &prev.text) {
+        if self.uid.0 == prev.uid {
+            // The same trajectory: it only grows (`extend` appends), and what was
+            // rewritten in place is in `touched`.
             return true;
         }
         prev.tail_empty
@@ -411,9 +439,15 @@ impl Trajectory {
             && self.text.as_bytes()[..prev.close] == prev.text.as_bytes()[..prev.close]
     }
 
+    /// Whether the message `m` (`block: None`) or its block was rewritten in place.
+    pub(crate) fn touched(&self, m: usize, block: Option<usize>) -> bool {
+        !self.touched.is_empty() && self.touched.contains(&(m, block))
+    }
+
     /// What [`Self::extends`] compares against later.
     pub(crate) fn mark(&self) -> TextMark {
         TextMark {
+            uid: self.uid.0,
             text: self.text.clone(),
             close: self.close,
             tail_empty: self.tail.is_empty(),
@@ -505,6 +539,8 @@ impl Trajectory {
         };
         let json = format!("{}{}", splice.prefix, Value::from(text));
         self.edits.insert(splice.start, (splice.end, json));
+        self.touched.insert((loc.message, None));
+        self.touched.insert((loc.message, loc.block));
         let msg = self.messages_mut().and_then(|m| m.get_mut(loc.message));
         let node = match loc.block {
             None => msg,
@@ -536,6 +572,7 @@ impl Trajectory {
             Format::Anthropic => ("{}", Value::Object(serde_json::Map::new())),
         };
         self.edits.insert(range.start, (range.end, json.into()));
+        self.touched.insert((at.message, None));
         let node = self.messages_mut().and_then(|m| m.get_mut(at.message));
         let node = match at.format {
             Format::OpenAi => node
@@ -578,18 +615,19 @@ impl Trajectory {
     }
 }
 
-/// A trajectory's text as a session last saw it (shared, not copied).
+/// A trajectory as a session last saw it (its text shared, not copied).
 #[derive(Clone, Debug)]
 pub(crate) struct TextMark {
+    uid: u64,
     text: Arc<str>,
     close: usize,
     tail_empty: bool,
 }
 
 impl TextMark {
-    /// Whether it is `t`'s own text (the same allocation).
+    /// Whether it is `t` itself.
     pub(crate) fn same(&self, t: &Trajectory) -> bool {
-        Arc::ptr_eq(&self.text, &t.text)
+        self.uid == t.uid.0
     }
 }
 

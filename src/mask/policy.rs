@@ -73,7 +73,7 @@ impl MaskOptions {
                 if let Some((name, _, field)) = by_edit.iter().find(|o| o.1) {
                     return Err(Error::invalid(
                         *name,
-                        format!("the edit sets it (edit.{field}): give it once"),
+                        format!("the edit decides it (edit.{field}, Anthropic's default when absent): give it once"),
                     ));
                 }
                 MaskConfig::from_edit(e)?
@@ -133,9 +133,10 @@ impl MaskConfig {
     /// - `paper`: observation-masking.txt's rule, the default (the last 5 turns kept,
     ///   errors kept, the boundary moving every turn);
     /// - `swe-agent`: SWE-agent's `LastNObservations(n, polling)`: `window` counts
-    ///   observations (tool uses), the first is never masked, errors are masked like any
-    ///   other, and with `step = polling` the boundary moves every `polling` observations,
-    ///   counted from the first (`⌊N/P⌋·P − n`), so between n and n + P − 1 are kept;
+    ///   observations (tool uses), errors are masked like any other, and with
+    ///   `step = polling` the boundary moves every `polling` observations counted as
+    ///   SWE-agent counts them, the task (its instance template, which it never masks)
+    ///   first: with u tool results, those before `⌊(u + 1)/P⌋·P − n − 1` are masked;
     /// - `anthropic`: Anthropic's `clear_tool_uses_20250919` with its defaults (trigger at
     ///   100,000 input tokens, keep 3 tool uses).
     pub fn preset(name: &str) -> Result<MaskConfig> {
@@ -145,7 +146,6 @@ impl MaskConfig {
             "swe-agent" => Ok(MaskConfig {
                 unit: Unit::ToolUses,
                 anchor: Anchor::Start,
-                keep_first: true,
                 keep_errors: false,
                 ..d
             }),
@@ -366,7 +366,7 @@ mod tests {
         let c = o.config().unwrap();
         assert_eq!(
             (c.unit, c.anchor, c.window, c.step, c.keep_first, c.keep_errors),
-            (Unit::ToolUses, Anchor::Start, 4, 2, true, false)
+            (Unit::ToolUses, Anchor::Start, 4, 2, false, false)
         );
         assert_eq!(MaskOptions::default().config().unwrap(), MaskConfig::default());
     }
