@@ -731,6 +731,19 @@ fn a_session_reuses_counts_only_for_the_history_it_saw() {
         .extend(more("a a a a a a a a a a a a a a a a a a"));
     let other = Trajectory::parse(&other.to_string(), Some(Format::OpenAi)).unwrap();
     assert_eq!(shared.plan(&other), m.session().plan(&other));
+    // Two clones of one parse, extended apart (same lengths, different texts): each
+    // counted as what it holds.
+    let base = Trajectory::parse(&a.to_string(), Some(Format::OpenAi)).unwrap();
+    let mut s = m.session();
+    for content in [
+        "aaaaaaaa aaaaaaaa aaaaaaaa aaaaaaaa",
+        "a a a a a a a a a a a a a a a a a a",
+        "aaaaaaaa aaaaaaaa aaaaaaaa aaaaaaaa",
+    ] {
+        let mut c = base.clone();
+        c.extend(more(content)).unwrap();
+        assert_eq!(s.plan(&c), m.session().plan(&c), "{content}");
+    }
     // Masked in place, then the original re-sent, then the masked one again: each counted
     // as what it now holds.
     let mut t = Trajectory::parse(&a.to_string(), Some(Format::OpenAi)).unwrap();

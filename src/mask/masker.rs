@@ -279,11 +279,14 @@ impl MaskSession {
     }
 
     /// Keeps the counts when `traj` extends the trajectory they were taken from.
+    /// (Counts are keyed by message index first: those of messages past what `traj`
+    /// shares with the trajectory seen before are dropped.)
     fn sync(&mut self, traj: &Trajectory) {
-        match &self.seen {
-            Some(m) if m.same(traj) => {}
-            Some(m) if traj.extends(m) => {}
-            _ => self.cache.clear(),
+        let kept = self.seen.as_ref().map_or(0, |m| traj.kept_from(m));
+        match kept {
+            usize::MAX => {}
+            0 => self.cache.clear(),
+            n => self.cache.retain(|k, _| k.0 < n),
         }
         self.seen = Some(traj.mark());
     }

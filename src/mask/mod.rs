@@ -284,6 +284,8 @@ impl Clone for Uid {
 pub struct Trajectory {
     /// Which trajectory this is (a fresh one per parse and per clone).
     uid: Uid,
+    /// Messages in `text` (those appended later are in `tail`).
+    base: usize,
     /// Messages (`(m, None)`) and blocks (`(m, Some(b))`) rewritten in place since the
     /// parse: their text is no longer the input's.
     touched: std::collections::HashSet<(usize, Option<usize>)>,
@@ -344,6 +346,7 @@ impl Trajectory {
         let layout = spans::layout(text).map_err(|e| Error::invalid("input", e))?;
         let mut t = Trajectory {
             uid: Uid::new(),
+            base: layout.messages.len(),
             touched: std::collections::HashSet::new(),
             format: format.map(|format| Known {
                 format,
@@ -423,20 +426,24 @@ impl Trajectory {
         self.turns.get(s.turn)?.calls.get(s.call)
     }
 
-    /// Whether this trajectory holds, unchanged, every message `prev` held when
-    /// `prev` was `mark`ed (except those it rewrote in place, see [`Self::touched`]): the
-    /// same trajectory (it only grows), or a text whose first `close` bytes are the
-    /// earlier one's (the earlier document re-sent with messages appended). What a masking
-    /// session checks before it reuses its token counts.
-    pub(crate) fn extends(&self, prev: &TextMark) -> bool {
+    /// How many of the leading messages `prev` held when it was `mark`ed this trajectory
+    /// holds unchanged (except those it rewrote in place, see [`Self::touched`]): all of
+    /// them (`usize::MAX`) when it is the same trajectory (it only grows: `extend`
+    /// appends); the messages of `prev`'s text when this text starts with those bytes (the
+    /// same parse cloned, or the document re-sent with messages appended); else none.
+    /// What a masking session checks before it reuses its token counts.
+    pub(crate) fn kept_from(&self, prev: &TextMark) -> usize {
         if self.uid.0 == prev.uid {
-            // The same trajectory: it only grows (`extend` appends), and what was
-            // rewritten in place is in `touched`.
-            return true;
+            return usize::MAX;
         }
-        prev.tail_empty
-            && self.text.len() >= prev.close
-            && self.text.as_bytes()[..prev.close] == prev.text.as_bytes()[..prev.close]
+        let same = Arc::ptr_eq(&self.text, &prev.text)
+            || (self.text.len() >= prev.close
+                && self.text.as_bytes()[..prev.close] == prev.text.as_bytes()[..prev.close]);
+        if same {
+            prev.base
+        } else {
+            0
+        }
     }
 
     /// Whether the message `m` (`block: None`) or its block was rewritten in place.
@@ -450,7 +457,7 @@ impl Trajectory {
             uid: self.uid.0,
             text: self.text.clone(),
             close: self.close,
-            tail_empty: self.tail.is_empty(),
+            base: self.base,
         }
     }
 
@@ -621,14 +628,7 @@ pub(crate) struct TextMark {
     uid: u64,
     text: Arc<str>,
     close: usize,
-    tail_empty: bool,
-}
-
-impl TextMark {
-    /// Whether it is `t` itself.
-    pub(crate) fn same(&self, t: &Trajectory) -> bool {
-        self.uid == t.uid.0
-    }
+    base: usize,
 }
 
 /// What indexing found, checked and not yet applied.
