@@ -65,5 +65,13 @@ class MaskCore:
         return (_rebuild, (self.options,))
 
 
+def check_carried(i: int, d: Dict[str, Any], m: Dict[str, Any], carried: set, who: str) -> None:
+    """Masking may change only the fields an adapter carries back into its framework's
+    message; anything else is a bug to report, never to drop."""
+    extra = {k for k in d.keys() | m.keys() if d.get(k) != m.get(k)} - carried
+    if extra:
+        raise AssertionError(f"masking changed messages[{i}] {sorted(extra)}, which {who} cannot carry back")
+
+
 def _rebuild(options: Dict[str, Any]) -> MaskCore:
     return MaskCore(**options)

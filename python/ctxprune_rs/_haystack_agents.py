@@ -19,7 +19,7 @@ from haystack.dataclasses import ChatMessage, TextContent, ToolCall, ToolCallRes
 from haystack.hooks.compaction.types import Compactor
 from haystack.token_counters import TokenCounter
 
-from ._agents import MaskCore
+from ._agents import MaskCore, check_carried
 from ._errors import InvalidInputError
 
 __all__ = ["CtxpruneCompactor"]
@@ -87,12 +87,7 @@ def _to_dicts(messages: Sequence[ChatMessage]) -> List[Dict[str, Any]]:
 
 
 def _changed_keys(i: int, d: Dict[str, Any], m: Dict[str, Any], carried: set) -> None:
-    """Masking may change only what the adapter carries back; anything else is a bug to
-    report, not to drop."""
-    extra = {k for k in d.keys() | m.keys() if d.get(k) != m.get(k)} - carried
-    if extra:
-        raise AssertionError(f"masking changed messages[{i}] {sorted(extra)}, "
-                             "which CtxpruneCompactor cannot carry back")
+    check_carried(i, d, m, carried, "CtxpruneCompactor")
 
 
 def _masked(i: int, orig: ChatMessage, d: Dict[str, Any], m: Dict[str, Any]) -> ChatMessage:

@@ -11,7 +11,7 @@ from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlo
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, SerializeAsAny
 from llama_index.core.memory import BaseMemory
 
-from ._agents import MaskCore
+from ._agents import MaskCore, check_carried
 from ._errors import InvalidInputError
 
 __all__ = ["CtxpruneMaskedMemory"]
@@ -82,12 +82,7 @@ def _to_dicts(messages: Sequence[ChatMessage]) -> List[Dict[str, Any]]:
 
 
 def _changed_keys(i: int, d: Dict[str, Any], m: Dict[str, Any], carried: set) -> None:
-    """Masking may change only what the adapter carries back; anything else is a bug to
-    report, not to drop."""
-    extra = {k for k in d.keys() | m.keys() if d.get(k) != m.get(k)} - carried
-    if extra:
-        raise AssertionError(f"masking changed messages[{i}] {sorted(extra)}, "
-                             "which CtxpruneMaskedMemory cannot carry back")
+    check_carried(i, d, m, carried, "CtxpruneMaskedMemory")
 
 
 def _with_args(c: Any, text: str) -> Any:
