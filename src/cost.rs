@@ -41,7 +41,7 @@ fn finite(inputs: &[(&str, f64)], what: &str, formula: &str, value: f64) -> Resu
 
 /// `ETC = input_noncached + alpha * input_cached + beta * output` (§3; the paper sweeps
 /// alpha in {0.1, 0.3, 0.5} and beta in {3, 5, 7}). Every input must be finite and
-/// `>= 0` and the result finite; errors name `input-noncached`, `input-cached`, `output`,
+/// `>= 0` and the result finite; errors name `input_noncached`, `input_cached`, `output`,
 /// `alpha`, `beta` or (a result that overflows f64, listing the inputs) `etc`.
 pub fn effective_token_cost(
     input_noncached: f64,
@@ -52,8 +52,8 @@ pub fn effective_token_cost(
 ) -> Result<f64> {
     finite(
         &[
-            ("input-noncached", input_noncached),
-            ("input-cached", input_cached),
+            ("input_noncached", input_noncached),
+            ("input_cached", input_cached),
             ("output", output),
             ("alpha", alpha),
             ("beta", beta),
@@ -66,12 +66,12 @@ pub fn effective_token_cost(
 
 /// Heterogeneous `ETC = ETC_agent + gamma * ETC_reranker` (Eq. 2), `gamma` the reranker's
 /// FLOPs per token relative to the agent's. Checked like [`effective_token_cost`]; errors
-/// name `etc-agent`, `etc-reranker`, `gamma` or (a result that overflows) `etc`.
+/// name `etc_agent`, `etc_reranker`, `gamma` or (a result that overflows) `etc`.
 pub fn heterogeneous_etc(etc_agent: f64, etc_reranker: f64, gamma: f64) -> Result<f64> {
     finite(
         &[
-            ("etc-agent", etc_agent),
-            ("etc-reranker", etc_reranker),
+            ("etc_agent", etc_agent),
+            ("etc_reranker", etc_reranker),
             ("gamma", gamma),
         ],
         "etc",
@@ -143,7 +143,7 @@ fn shown(v: &serde_json::Value) -> String {
 impl ModelShape {
     /// A dense SwiGLU model with full attention on every layer. `layers` is checked against
     /// [`MAX_LAYERS`] before anything is allocated, then the shape is [`validate`]d; errors
-    /// name `layers`, `hidden`, `ffn`, `q-heads` or `kv-heads`.
+    /// name `layers`, `hidden`, `ffn`, `q_heads` or `kv_heads`.
     ///
     /// [`validate`]: ModelShape::validate
     pub fn dense(layers: usize, hidden: usize, ffn: usize, q_heads: usize, kv_heads: usize) -> Result<Self> {
@@ -310,22 +310,22 @@ impl ModelShape {
 
     /// Checks every size is in range (`1..=`[`MAX_LAYERS`] layers, `1..=`[`MAX_WIDTH`] for
     /// the widths, heads and experts, sliding windows in `1..=`[`MAX_TOKENS`]) and
-    /// `n_kv <= n_q`; errors name `layers`, `hidden`, `ffn`, `q-heads`, `kv-heads`,
+    /// `n_kv <= n_q`; errors name `layers`, `hidden`, `ffn`, `q_heads`, `kv_heads`,
     /// `experts-active` or `window`.
     pub fn validate(&self) -> Result<()> {
         size("layers", self.layers.len(), MAX_LAYERS)?;
         for (name, v) in [
             ("hidden", self.hidden),
             ("ffn", self.ffn),
-            ("q-heads", self.q_heads),
-            ("kv-heads", self.kv_heads),
-            ("experts-active", self.experts_active),
+            ("q_heads", self.q_heads),
+            ("kv_heads", self.kv_heads),
+            ("experts_active", self.experts_active),
         ] {
             size(name, v, MAX_WIDTH)?;
         }
         if self.kv_heads > self.q_heads {
             return Err(Error::invalid(
-                "kv-heads",
+                "kv_heads",
                 format!("{} exceeds the {} query heads", self.kv_heads, self.q_heads),
             ));
         }
@@ -339,13 +339,13 @@ impl ModelShape {
     }
 
     /// Makes the last `n` layers slide with window `w` and the others full attention (where
-    /// the sliding layers sit does not change the count). Errors name `sliding-layers` or
+    /// the sliding layers sit does not change the count). Errors name `sliding_layers` or
     /// `window`.
     pub fn set_sliding(&mut self, n: usize, w: usize) -> Result<()> {
         let l = self.layers.len();
         if n > l {
             return Err(Error::invalid(
-                "sliding-layers",
+                "sliding_layers",
                 format!("{n} exceeds the {l} layers"),
             ));
         }
@@ -405,7 +405,7 @@ impl ModelShape {
 
 /// A FLOPs-per-token question by name, as the CLI, the Python package and the server ask
 /// it: a shape from a config (already read) or from the sizes, then the overrides.
-/// Errors name the option (`layers`, `q-heads`, `sliding-layers`, ...); sizes beside a
+/// Errors name the option (`layers`, `q_heads`, `sliding_layers`, ...); sizes beside a
 /// config are an error naming the first one given.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FlopsOptions<'a> {
@@ -438,8 +438,8 @@ impl FlopsOptions<'_> {
             ("layers", self.layers),
             ("hidden", self.hidden),
             ("ffn", self.ffn),
-            ("q-heads", self.q_heads),
-            ("kv-heads", self.kv_heads),
+            ("q_heads", self.q_heads),
+            ("kv_heads", self.kv_heads),
         ];
         let mut shape = match &self.config {
             Some(c) => {
@@ -459,7 +459,7 @@ impl FlopsOptions<'_> {
                     need(self.layers, "layers")?,
                     need(self.hidden, "hidden")?,
                     need(self.ffn, "ffn")?,
-                    need(self.q_heads, "q-heads")?,
+                    need(self.q_heads, "q_heads")?,
                 );
                 ModelShape::dense(layers, hidden, ffn, q, self.kv_heads.unwrap_or(q))?
             }
@@ -473,7 +473,7 @@ impl FlopsOptions<'_> {
         match (self.sliding_layers, self.window) {
             (Some(n), Some(w)) => shape.set_sliding(n, w)?,
             (None, None) => {}
-            (Some(_), None) => return Err(Error::invalid("sliding-layers", "needs window")),
+            (Some(_), None) => return Err(Error::invalid("sliding_layers", "needs window")),
             (None, Some(_)) => return Err(Error::invalid("window", "needs sliding-layers")),
         }
         shape.validate()?;

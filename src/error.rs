@@ -174,6 +174,86 @@ impl Error {
     }
 }
 
+/// Where an error is shown. The library names every input by its one name, the Rust
+/// field and the Python keyword and the JSON field alike (`token_budget`), and a message
+/// that points to another input writes it in backticks (`` `costs` ``); each surface then
+/// spells it its own way ([`Error::render`]): the CLI as its flag (`--costs`), Python as
+/// the keyword (`costs=`), HTTP as the JSON field (`"costs"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Surface {
+    /// The library itself: the message as written.
+    Rust,
+    /// The `ctxprune` command line.
+    Cli,
+    /// The Python package.
+    Python,
+    /// `ctxprune serve`'s request bodies.
+    Http,
+}
+
+impl Surface {
+    /// How this surface spells the input `name` (snake case) where a message points to it.
+    #[must_use]
+    pub fn spell(self, name: &str) -> String {
+        match self {
+            Surface::Rust => format!("`{name}`"),
+            Surface::Cli => format!("--{}", name.replace('_', "-")),
+            Surface::Python => format!("{name}="),
+            Surface::Http => format!("\"{name}\""),
+        }
+    }
+}
+
+/// Whether `s` is an input's name: lower-case ASCII words joined by `_`.
+fn is_input_name(s: &str) -> bool {
+    s.starts_with(|c: char| c.is_ascii_lowercase())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// `msg` with every `` `name` `` spelled as `surface` spells an input.
+fn respell(msg: &str, surface: Surface) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(i) = rest.find('`') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        match after.find('`') {
+            Some(j) if is_input_name(&after[..j]) => {
+                out.push_str(&surface.spell(&after[..j]));
+                rest = &after[j + 1..];
+            }
+            _ => {
+                out.push('`');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+impl Error {
+    /// The one line of this error as `surface` shows it: the inputs its message points to
+    /// spelled as that surface names them ([`Surface`]); an invalid argument named in
+    /// kebab case (`graph-degree`, from a file's field) is named in snake case in Python
+    /// and over HTTP. (The CLI names the argument itself by its flag where the command
+    /// has one; the library cannot know which of its names are a command's flags.)
+    #[must_use]
+    pub fn render(&self, surface: Surface) -> String {
+        match self {
+            Error::InvalidArgument { name, msg } if surface != Surface::Rust => {
+                let name = match surface {
+                    Surface::Python | Surface::Http if !name.starts_with('-') => name.replace('-', "_"),
+                    _ => name.clone(),
+                };
+                escape_controls(&format!("invalid {name}: {}", respell(msg, surface)))
+            }
+            e => e.to_string(),
+        }
+    }
+}
+
 impl std::fmt::Display for Error {
     /// One line, always: the message is built, then every line break or other control
     /// character in it (from a file name, an id, a foreign library's message) is escaped,

@@ -104,5 +104,5 @@ pub mod tokens;
 
 pub use backend::{BackendChoice, BackendKind, Engine, EngineOptions, Storage};
 pub use embeddings::Embeddings;
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Result, Surface};
 pub use pool::Pool;

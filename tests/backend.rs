@@ -459,7 +459,7 @@ fn pools_and_selectors_refuse_bad_input_with_the_right_kind() {
         (SelectConfig::new(Method::Grn).lambda(0.5), "lambda"),
         (SelectConfig::new(Method::Hybrid).mode(Mode::Gate), "threshold"),
         (SelectConfig::new(Method::Dpp).mode(Mode::Gate).k(3), "k"),
-        (SelectConfig::new(Method::Dpp).residual_eps(0.0), "residual-eps"),
+        (SelectConfig::new(Method::Dpp).residual_eps(0.0), "residual_eps"),
     ] {
         let e = Selector::new(&engine, cfg).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");

@@ -249,7 +249,7 @@ fn etc_never_prints_null_or_inf() {
         &[
             "invalid etc",
             "not a finite number",
-            "input-noncached = 1e308",
+            "input_noncached = 1e308",
             "beta = 1e308",
         ],
     );

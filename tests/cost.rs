@@ -127,7 +127,7 @@ fn shapes_beyond_the_limits_are_refused_before_anything_is_allocated() {
         ModelShape::dense(MAX_LAYERS, 8, 8, 2, 2).unwrap().layers.len(),
         MAX_LAYERS
     );
-    for (i, name) in ["hidden", "ffn", "q-heads", "kv-heads"].iter().enumerate() {
+    for (i, name) in ["hidden", "ffn", "q_heads", "kv_heads"].iter().enumerate() {
         let mut a = [8, 8, 2, 2];
         a[i] = MAX_WIDTH + 1;
         if i == 2 {
@@ -139,9 +139,9 @@ fn shapes_beyond_the_limits_are_refused_before_anything_is_allocated() {
             "{e}"
         );
     }
-    assert!(err(ModelShape::dense(2, 8, 8, 2, 4)).contains("invalid kv-heads: 4 exceeds the 2 query heads"));
+    assert!(err(ModelShape::dense(2, 8, 8, 2, 4)).contains("invalid kv_heads: 4 exceeds the 2 query heads"));
     let mut s = ModelShape::dense(4, 8, 8, 2, 2).unwrap();
-    assert!(err(s.set_sliding(5, 10)).contains("invalid sliding-layers: 5 exceeds the 4 layers"));
+    assert!(err(s.set_sliding(5, 10)).contains("invalid sliding_layers: 5 exceeds the 4 layers"));
     assert!(err(s.set_sliding(2, 0)).contains("invalid window"));
     assert!(err(s.set_sliding(2, MAX_TOKENS + 1)).contains("invalid window"));
     s.set_sliding(2, 10).unwrap();
@@ -151,7 +151,7 @@ fn shapes_beyond_the_limits_are_refused_before_anything_is_allocated() {
     // A shape built by hand is checked by flops() (the unchecked formula stays as it was).
     let mut h = s.clone();
     h.experts_active = 0;
-    assert!(err(h.flops(10)).contains("invalid experts-active"));
+    assert!(err(h.flops(10)).contains("invalid experts_active"));
     h.experts_active = 1;
     h.layers[1] = Some(0);
     assert!(err(h.flops(10)).contains("invalid window: layer 1"));
@@ -442,9 +442,9 @@ fn etc_is_finite_or_an_error_naming_the_inputs() {
     assert_eq!(
         e,
         "invalid etc: input_noncached + alpha * input_cached + beta * output is not a finite \
-         number for input-noncached = 1e308, input-cached = 1e308, output = 1e308, alpha = 0.3, beta = 1e308"
+         number for input_noncached = 1e308, input_cached = 1e308, output = 1e308, alpha = 0.3, beta = 1e308"
     );
-    for (i, name) in ["input-noncached", "input-cached", "output", "alpha", "beta"]
+    for (i, name) in ["input_noncached", "input_cached", "output", "alpha", "beta"]
         .iter()
         .enumerate()
     {

@@ -327,7 +327,7 @@ fn token_capacity_on_hand_made_pools() {
     assert!(e.to_string().contains("tokens"), "{e}");
     cfg.token_capacity = Some(10);
     let e = ctxprune::rerank::rerank_tokens(&cfg, &pool, &[1.0, 0.0, 0.0], None, &mut o).unwrap_err();
-    assert!(e.to_string().contains("token-capacity"), "{e}");
+    assert!(e.to_string().contains("token_capacity"), "{e}");
     let e = ctxprune::rerank::rerank_tokens(&cfg, &pool, &[1.0, 0.0, 0.0], Some(&tokens[..4]), &mut o)
         .unwrap_err();
     assert!(e.to_string().contains("4 token counts"), "{e}");
@@ -378,7 +378,7 @@ fn rgs_of_app_c2_reduces_to_single_stage_and_seeds_on_the_mips_top() {
         assert!(rerank(&cfg, &p, &mut o)
             .unwrap_err()
             .to_string()
-            .contains("seed-div"));
+            .contains("seed_div"));
     }
 }
 
@@ -517,5 +517,5 @@ fn probes_are_spread_over_the_mips_ranks_and_scored_first() {
     cfg.prior = Prior::Mips;
     let mut o = Precomputed::new(scores, 15).unwrap();
     let e = rerank(&cfg, &p, &mut o).unwrap_err().to_string();
-    assert!(e.contains("prior-probes"), "{e}");
+    assert!(e.contains("prior_probes"), "{e}");
 }

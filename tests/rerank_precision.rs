@@ -104,19 +104,19 @@ fn row_precision_errors_name_the_option() {
     o.row_precision = Some("fp8");
     let e = o.config().unwrap_err().to_string();
     assert!(
-        e.contains("row-precision") && e.contains("unknown row precision 'fp8' (f32, bf16, f16)"),
+        e.contains("row_precision") && e.contains("unknown row precision 'fp8' (f32, bf16, f16)"),
         "{e}"
     );
     let mut o = RerankOptions::new("single-stage", 5, 3);
     o.row_precision = Some("bf16");
     let e = o.config().unwrap_err().to_string();
-    assert!(e.contains("row-precision") && e.contains("single-stage"), "{e}");
+    assert!(e.contains("row_precision") && e.contains("single-stage"), "{e}");
     let mut cfg = RerankConfig::new(Method::SingleStage, 5, 3);
     cfg.row_precision = RowPrecision::F16;
     let e = ctxprune::rerank::Reranker::new(&Engine::cpu(), cfg)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("row-precision") && e.contains("single-stage"), "{e}");
+    assert!(e.contains("row_precision") && e.contains("single-stage"), "{e}");
     for (name, p) in [
         ("f32", RowPrecision::F32),
         ("bf16", RowPrecision::Bf16),

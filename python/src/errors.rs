@@ -11,14 +11,9 @@ fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
     Ok(py.import("ctxprune_rs._errors")?.getattr(name)?.cast_into()?)
 }
 
-/// The exception for `e`. The library names options as the CLI spells them
-/// (`graph-degree`); here they are keyword arguments (`graph_degree`).
+/// The exception for `e`, its message as Python names the inputs (keyword arguments:
+/// `costs=`; see `ctxprune::Surface`).
 pub fn to_py(py: Python<'_>, e: &Error) -> PyErr {
-    if let Error::InvalidArgument { name, msg } = e {
-        if name.contains('-') && !name.starts_with('-') {
-            return to_py(py, &Error::invalid(name.replace('-', "_"), msg.clone()));
-        }
-    }
     let name = match e.kind() {
         ErrorKind::InvalidInput => "InvalidInputError",
         ErrorKind::Io => "FileError",
@@ -27,7 +22,7 @@ pub fn to_py(py: Python<'_>, e: &Error) -> PyErr {
         _ => "CtxpruneError",
     };
     match class(py, name) {
-        Ok(t) => PyErr::from_type(t, e.to_string()),
+        Ok(t) => PyErr::from_type(t, e.render(ctxprune::Surface::Python)),
         Err(err) => err,
     }
 }

@@ -82,7 +82,7 @@ impl std::str::FromStr for RowPrecision {
             .find(|p| p.name() == s)
             .ok_or_else(|| {
                 Error::invalid(
-                    "row-precision",
+                    "row_precision",
                     format!("unknown row precision '{s}' (f32, bf16, f16)"),
                 )
             })
@@ -143,7 +143,7 @@ impl HalfRows {
         });
         if let Some(i) = inv.iter().position(|v| !v.is_finite()) {
             return Err(Error::invalid(
-                "row-precision",
+                "row_precision",
                 format!("row {i} rounds to zero in {}", p.name()),
             ));
         }
@@ -623,7 +623,7 @@ mod tests {
         }
         let e = "fp8".parse::<RowPrecision>().unwrap_err().to_string();
         assert!(
-            e.contains("row-precision") && e.contains("'fp8'") && e.contains("f32, bf16, f16"),
+            e.contains("row_precision") && e.contains("'fp8'") && e.contains("f32, bf16, f16"),
             "{e}"
         );
     }

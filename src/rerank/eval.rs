@@ -473,7 +473,7 @@ pub fn run_spec_in(
         return Err(Error::invalid("modes", "is empty"));
     }
     if token_capacity == Some(0) {
-        return Err(Error::invalid("token-capacity", "must be at least 1"));
+        return Err(Error::invalid("token_capacity", "must be at least 1"));
     }
     let vs = variants();
     let per_mode = vs

@@ -27,7 +27,7 @@ impl std::str::FromStr for Api {
             "tei" => Ok(Api::Tei),
             "cohere" => Ok(Api::Cohere),
             _ => Err(Error::invalid(
-                "oracle-api",
+                "oracle_api",
                 format!("unknown API '{s}' (tei, cohere)"),
             )),
         }
@@ -74,7 +74,7 @@ impl HttpConfig {
     pub fn timeout_secs(mut self, seconds: f64) -> Result<Self> {
         if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) {
             return Err(Error::invalid(
-                "oracle-timeout",
+                "oracle_timeout",
                 format!("must be in (0, 86400] seconds, got {seconds}"),
             ));
         }

@@ -319,14 +319,14 @@ impl Reranker {
             ));
         }
         if cfg.graph_degree == 0 {
-            return Err(Error::invalid("graph-degree", "must be at least 1"));
+            return Err(Error::invalid("graph_degree", "must be at least 1"));
         }
         if cfg.heap_cap == 0 {
-            return Err(Error::invalid("heap-cap", "must be at least 1"));
+            return Err(Error::invalid("heap_cap", "must be at least 1"));
         }
         if !(cfg.seed_div.is_finite() && cfg.seed_div >= 1.0) {
             return Err(Error::invalid(
-                "seed-div",
+                "seed_div",
                 format!("must be finite and >= 1, got {}", cfg.seed_div),
             ));
         }
@@ -350,7 +350,7 @@ impl Reranker {
         }
         if cfg.prior_probes > 0 && !(cfg.method == Method::BoundaryMorph && cfg.prior == Prior::Adaptive) {
             return Err(Error::invalid(
-                "prior-probes",
+                "prior_probes",
                 "applies to boundary-morph with the adaptive prior",
             ));
         }
@@ -358,7 +358,7 @@ impl Reranker {
         // them down to it would change what was asked without a word.
         if cfg.prior_probes > cfg.budget {
             return Err(Error::invalid(
-                "prior-probes",
+                "prior_probes",
                 format!(
                     "{} probe documents exceed the budget of {} oracle calls (prior-probes <= budget)",
                     cfg.prior_probes, cfg.budget
@@ -366,14 +366,14 @@ impl Reranker {
             ));
         }
         if cfg.token_capacity == Some(0) {
-            return Err(Error::invalid("token-capacity", "must be at least 1"));
+            return Err(Error::invalid("token_capacity", "must be at least 1"));
         }
         if let KernelChoice::Fixed(k) = cfg.kernel {
             k.validate()?;
         }
         if cfg.row_precision != RowPrecision::F32 && cfg.method == Method::SingleStage {
             return Err(Error::invalid(
-                "row-precision",
+                "row_precision",
                 "does not apply to single-stage (it reads no kernel rows)",
             ));
         }
@@ -436,7 +436,7 @@ impl Reranker {
             }
             (Some(_), None) => {
                 return Err(Error::invalid(
-                    "token-capacity",
+                    "token_capacity",
                     "needs the documents' token counts",
                 ))
             }

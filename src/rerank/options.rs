@@ -87,21 +87,21 @@ impl<'a> RerankOptions<'a> {
         only(self.beta0.is_some(), "beta0", &[M::BoundaryMorph, M::Bagel])?;
         only(
             self.graph_degree.is_some(),
-            "graph-degree",
+            "graph_degree",
             &[M::Rgs, M::RgsSimple],
         )?;
-        only(self.seed_div.is_some(), "seed-div", &[M::Rgs])?;
+        only(self.seed_div.is_some(), "seed_div", &[M::Rgs])?;
         only(self.frac.is_some(), "frac", &[M::Rgs])?;
         only(self.batch.is_some(), "batch", &[M::BoundaryMorph, M::Bagel])?;
-        only(self.prior_probes.is_some(), "prior-probes", &[M::BoundaryMorph])?;
+        only(self.prior_probes.is_some(), "prior_probes", &[M::BoundaryMorph])?;
         only(
             self.row_precision.is_some(),
-            "row-precision",
+            "row_precision",
             &[M::BoundaryMorph, M::Bagel, M::Rgs, M::RgsSimple],
         )?;
         let row_precision: super::RowPrecision = self.row_precision.unwrap_or("f32").parse()?;
         if self.graph_degree == Some(0) {
-            return Err(Error::invalid("graph-degree", "must be at least 1"));
+            return Err(Error::invalid("graph_degree", "must be at least 1"));
         }
         let prior = match self.prior.unwrap_or("mips") {
             "mips" => Prior::Mips,

@@ -357,6 +357,11 @@ impl SelectConfig {
     pub fn mode_kind(&self) -> Mode {
         self.mode
     }
+    /// The token budget, when one is set (then the request needs each item's cost).
+    #[must_use]
+    pub fn token_budget_value(&self) -> Option<f64> {
+        self.token_budget
+    }
 }
 
 /// What to select from, all borrowed: the free function [`select`]'s input. Rows of
@@ -521,14 +526,14 @@ impl Selector {
         if let Some(b) = cfg.token_budget {
             if !(b.is_finite() && b >= 0.0) {
                 return Err(Error::invalid(
-                    "token-budget",
+                    "token_budget",
                     format!("must be finite and >= 0, got {b}"),
                 ));
             }
         }
         if !(cfg.residual_eps.is_finite() && cfg.residual_eps > 0.0) {
             return Err(Error::invalid(
-                "residual-eps",
+                "residual_eps",
                 format!("must be finite and > 0, got {}", cfg.residual_eps),
             ));
         }
@@ -542,7 +547,7 @@ impl Selector {
             }
             if cfg.token_budget.is_some() {
                 return Err(Error::invalid(
-                    "token-budget",
+                    "token_budget",
                     "gate mode keeps every candidate with V >= tau; a token budget applies to greedy mode",
                 ));
             }
@@ -806,7 +811,7 @@ impl Selector {
                 return Err(Error::invalid("texts", "lexical needs the pool's texts"));
             }
             if req.query_text.is_none() {
-                return Err(Error::invalid("query-text", "lexical needs the query text"));
+                return Err(Error::invalid("query_text", "lexical needs the query text"));
             }
         }
         if let (Some(q), Some(r)) = (query, rows) {
@@ -851,8 +856,8 @@ impl Selector {
         }
         if self.cfg.token_budget.is_some() && req.costs.is_none() {
             return Err(Error::invalid(
-                "token-budget",
-                "needs token costs (--costs, or \"tokens\" in the texts file)",
+                "token_budget",
+                "needs each item's token cost: `costs`, or the `texts` to count them with `tokenizer`",
             ));
         }
         let mut notes = Vec::new();

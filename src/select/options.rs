@@ -85,7 +85,7 @@ impl SelectOptions<'_> {
 pub fn check_reads(method: Method, query: bool, query_text: bool, texts: bool) -> Result<()> {
     for (given, name, reads) in [
         (query, "query", method.reads_query()),
-        (query_text, "query-text", method == Method::Lexical),
+        (query_text, "query_text", method == Method::Lexical),
         (texts, "texts", method == Method::Lexical),
     ] {
         if given && !reads {

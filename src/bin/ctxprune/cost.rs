@@ -88,12 +88,14 @@ pub struct FlopsArgs {
     pub window: Option<usize>,
 }
 
-/// `r` with an [`Error::InvalidArgument`] named by one of `names` renamed to that flag
-/// (`depth` -> `--depth`); every other error as it is.
+/// `r` with an [`Error::InvalidArgument`] named by one of `names` (this command's flags,
+/// kebab case) renamed to that flag (`token_budget` -> `--token-budget`); every other
+/// error as it is. (The inputs a message points to become flags when it is printed:
+/// `Error::render(Surface::Cli)`.)
 pub(crate) fn flags<T>(r: Result<T>, names: &[&str]) -> Result<T> {
     r.map_err(|e| match e {
-        Error::InvalidArgument { name, msg } if names.contains(&name.as_str()) => {
-            Error::invalid(format!("--{name}"), msg)
+        Error::InvalidArgument { name, msg } if names.contains(&name.replace('_', "-").as_str()) => {
+            Error::invalid(format!("--{}", name.replace('_', "-")), msg)
         }
         e => e,
     })

@@ -20,6 +20,7 @@ mod rerank;
 mod select;
 #[cfg(feature = "serve")]
 mod serve;
+mod tokens;
 #[cfg(feature = "embed")]
 mod train;
 
@@ -79,9 +80,13 @@ enum Cmd {
     /// --out FILE.npy / FILE.safetensors.
     #[cfg(feature = "embed")]
     Embed(embed::EmbedArgs),
+    /// Count each text's tokens (JSON lines with "text", or --text) as a token budget
+    /// counts them; prints {"tokenizer", "texts", "total", "tokens"}.
+    CountTokens(tokens::CountTokensArgs),
     /// Write a seeded synthetic pool as .npy files (emb, query, costs, oracle scores).
     MakePool(MakePoolArgs),
-    /// Serve select, rerank, mask and cost over HTTP (JSON), with named resident pools.
+    /// Serve select, rerank, mask, embed and cost over HTTP (JSON), with named resident
+    /// pools and the sentence encoders given by --model.
     #[cfg(feature = "serve")]
     Serve(Box<serve::ServeArgs>),
 }
@@ -161,6 +166,7 @@ fn main() -> ExitCode {
         Cmd::Kernels(a) => device::kernels(a),
         Cmd::GpuCheck(a) => device::gpu_check(a),
         Cmd::MakePool(a) => make_pool(&a),
+        Cmd::CountTokens(a) => tokens::run(a),
         #[cfg(feature = "embed")]
         Cmd::Embed(a) => embed::run(a),
         #[cfg(feature = "serve")]
@@ -173,7 +179,7 @@ fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", e.render(ctxprune::Surface::Cli));
             ExitCode::FAILURE
         }
     }
