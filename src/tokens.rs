@@ -103,3 +103,17 @@ pub fn counter(name: &str) -> Result<Arc<dyn TokenCounter>> {
     let bpe = bpe.map_err(|e| Error::invalid("tokenizer", format!("cannot load {name}: {e}")))?;
     Ok(cell.get_or_init(|| Arc::new(Tiktoken { bpe })).clone())
 }
+
+/// The default tokenizer of every surface that counts texts for a token budget:
+/// `o200k_base` (GPT-4o and later).
+pub const DEFAULT_TOKENIZER: &str = "o200k_base";
+
+/// Each text's token count by `counter`, as the costs of a token budget (in parallel
+/// across texts; the counts do not depend on the thread count).
+pub fn costs<S: AsRef<str> + Sync>(counter: &dyn TokenCounter, texts: &[S]) -> Vec<f64> {
+    use rayon::prelude::*;
+    texts
+        .par_iter()
+        .map(|t| counter.count(t.as_ref()) as f64)
+        .collect()
+}

@@ -732,7 +732,7 @@ fn timeout_overload_upstream_failure_and_shutdown_in_flight() {
 fn the_openapi_document_lists_exactly_the_routes() {
     let s = Server::start(quiet());
     let ops = openapi::operations();
-    assert_eq!(ops.len(), 14, "{ops:?}");
+    assert_eq!(ops.len(), 16, "{ops:?}");
     for (m, p) in ops {
         let path = p.replace("{name}", "some-pool");
         let body = (m == "POST" || m == "PUT").then(|| json!({}));
@@ -863,4 +863,146 @@ fn the_configured_upstream_answers_requests_without_a_url() {
     );
     assert_eq!(st, 422, "{v}");
     assert!(v["error"].as_str().unwrap().contains("texts"), "{v}");
+}
+
+/// Text in: `/v1/embed` is the library's encoder bit for bit (base64) and to the f32 (JSON
+/// numbers); `/v1/select` embeds `texts` and `query_text` as the library would and counts
+/// their tokens for a budget; the limits and the fields that do not apply are errors
+/// naming them; a server without a model says how to start one.
+#[test]
+fn text_in_embeds_counts_and_refuses_by_name() {
+    use base64::Engine as _;
+    use ctxprune::embed::{EncodeOptions, SentenceEncoder};
+    // Without a model.
+    let bare = Server::start(quiet());
+    let (st, v, _) = call("GET", &bare.url("/v1/models"), None);
+    assert_eq!((st, v), (200, json!({"models": []})));
+    let (st, v) = post(&bare, "/v1/embed", json!({"texts": ["a"]}));
+    assert_eq!(st, 422);
+    assert!(
+        v["error"].as_str().unwrap().contains("start it with --model DIR"),
+        "{v}"
+    );
+    let (st, v) = post(
+        &bare,
+        "/v1/select",
+        json!({"method": "grn", "texts": ["a", "b"], "k": 1}),
+    );
+    assert_eq!(st, 422, "{v}");
+    let Some(dir) = crate::embed::minilm_dir() else {
+        return;
+    };
+    let enc = SentenceEncoder::load(&dir).unwrap();
+    let s = Server::start(ServeConfig {
+        models: vec![("minilm".into(), enc.clone())],
+        max_embed_tokens: 64,
+        ..quiet()
+    });
+    let texts = [
+        "Parse dates with chrono.",
+        "A cat sat on the mat.",
+        "Time zones and offsets in Rust.",
+        "chrono formats dates and times",
+        "Serde serializes structs to JSON.",
+    ];
+    let lib = enc.encode(&texts, &EncodeOptions::default()).unwrap();
+    let (st, v) = post(&s, "/v1/embed", json!({"texts": texts, "encoding": "base64"}));
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        (v["model"].as_str(), v["dim"].as_u64(), v["rows"].as_u64()),
+        (Some("minilm"), Some(384), Some(5))
+    );
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(v["embeddings"]["base64"].as_str().unwrap())
+        .unwrap();
+    let lib_bytes: Vec<u8> = lib.as_slice().iter().flat_map(|x| x.to_le_bytes()).collect();
+    assert_eq!(bytes, lib_bytes, "base64 is the library's bits");
+    let (_, v) = post(&s, "/v1/embed", json!({"texts": texts}));
+    let rows: Vec<f32> = v["embeddings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32))
+        .collect();
+    assert_eq!(rows, lib.as_slice(), "JSON numbers read back as the same f32");
+    // Select: the texts embedded, the query text embedded, tokens counted (o200k_base).
+    let q = enc
+        .encode(&["how do I parse dates"], &EncodeOptions::default())
+        .unwrap();
+    let counter = ctxprune::tokens::counter("o200k_base").unwrap();
+    let costs = ctxprune::tokens::costs(counter.as_ref(), &texts);
+    let cfg = SelectOptions {
+        method: "mmr",
+        k: Some(3),
+        token_budget: Some(16.0),
+        ..SelectOptions::default()
+    }
+    .config()
+    .unwrap();
+    let want = Selector::new(&Engine::cpu(), cfg)
+        .unwrap()
+        .select(
+            &Pool::new(&Engine::cpu(), lib.clone()).unwrap(),
+            &Request {
+                query: Some(q.row(0)),
+                costs: Some(&costs),
+                ..Request::default()
+            },
+        )
+        .unwrap();
+    let (st, v) = post(
+        &s,
+        "/v1/select",
+        json!({"method": "mmr", "texts": texts, "query_text": "how do I parse dates", "k": 3, "token_budget": 16}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["selected"], json!(want.selected));
+    assert_eq!(v["tokens"].as_f64(), Some(want.tokens_selected));
+    // What does not apply, and the limits, by name.
+    for (body, needle) in [
+        (
+            json!({"method": "mmr", "texts": texts, "query": [1.0], "query_text": "x"}),
+            "invalid query: the texts are embedded",
+        ),
+        (
+            json!({"method": "mmr", "texts": texts, "query_text": "x", "model": "other"}),
+            "unknown model 'other' (this server has: minilm)",
+        ),
+        (
+            json!({"method": "grn", "texts": texts, "query_text": "x"}),
+            "invalid query_text: does not apply to grn",
+        ),
+        (
+            json!({"method": "mmr", "texts": texts, "query_text": "x", "tokenizer": "approx"}),
+            "invalid tokenizer: applies where",
+        ),
+        (
+            json!({"method": "mmr", "embeddings": [[1.0, 0.0]], "query": [1.0, 0.0], "model": "minilm"}),
+            "invalid model: applies where",
+        ),
+        (
+            json!({"method": "mmr", "texts": texts}),
+            "invalid query_text: mmr needs the query",
+        ),
+    ] {
+        let (st, v) = post(&s, "/v1/select", body.clone());
+        assert_eq!(st, 422, "{body} -> {v}");
+        assert!(v["error"].as_str().unwrap().contains(needle), "{body} -> {v}");
+    }
+    let long = vec!["word ".repeat(40); 2];
+    let (st, v) = post(&s, "/v1/embed", json!({"texts": long}));
+    assert_eq!(st, 422);
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("over the server's limit of 64 per request (--max-embed-tokens)"),
+        "{v}"
+    );
+    let (st, v) = post(&s, "/v1/embed", json!({"texts": texts, "encoding": "hex"}));
+    assert_eq!(st, 422);
+    assert_eq!(
+        v["error"],
+        json!("invalid encoding: unknown encoding 'hex' (float, base64)")
+    );
 }

@@ -60,6 +60,9 @@ pub struct EncodeOptions<'a> {
     pub batch_size: usize,
     /// Called after each batch with (texts done, total).
     pub progress: Option<&'a (dyn Fn(usize, usize) + Sync)>,
+    /// Checked before each batch: a cancelled or late encode stops there, with
+    /// [`Error::Cancelled`], and returns nothing.
+    pub cancel: Option<&'a crate::cancel::Cancel>,
 }
 
 impl Default for EncodeOptions<'_> {
@@ -67,6 +70,7 @@ impl Default for EncodeOptions<'_> {
         EncodeOptions {
             batch_size: 32,
             progress: None,
+            cancel: None,
         }
     }
 }
@@ -76,6 +80,7 @@ impl std::fmt::Debug for EncodeOptions<'_> {
         f.debug_struct("EncodeOptions")
             .field("batch_size", &self.batch_size)
             .field("progress", &self.progress.is_some())
+            .field("cancel", &self.cancel.is_some())
             .finish()
     }
 }
@@ -85,6 +90,8 @@ struct Inner {
     tokenizer: Tokenizer,
     config: SentenceConfig,
     hidden: usize,
+    layers: usize,
+    ffn: usize,
     dir: PathBuf,
 }
 
@@ -283,6 +290,8 @@ impl SentenceEncoder {
                 model,
                 tokenizer,
                 hidden: bert.hidden_size,
+                layers: bert.num_hidden_layers,
+                ffn: bert.intermediate_size,
                 config,
                 dir: dir.to_path_buf(),
             }),
@@ -305,6 +314,30 @@ impl SentenceEncoder {
     #[must_use]
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// What embedding texts of these token lengths ([`SentenceEncoder::tokenize`], special
+    /// tokens included) will cost ([`crate::estimate`]): every layer's projections,
+    /// feed-forward and attention, batched `batch_size` at a time.
+    #[must_use]
+    pub fn estimate(&self, token_lengths: &[usize], batch_size: usize) -> crate::estimate::Estimate {
+        let i = &self.inner;
+        let (h, f, l) = (i.hidden as f64, i.ffn as f64, i.layers as f64);
+        let (tokens, sq) = token_lengths
+            .iter()
+            .fold((0.0, 0.0), |(a, b), &t| (a + t as f64, b + (t * t) as f64));
+        // Per token and layer: q, k, v, o (4 h^2) and the feed-forward (2 h f), two
+        // operations a multiply-add; attention: scores and the weighted sum (4 h per pair).
+        let ops = l * (2.0 * (4.0 * h * h + 2.0 * h * f) * tokens + 4.0 * h * sq);
+        let b = batch_size.clamp(1, token_lengths.len().max(1)) as f64;
+        let m = token_lengths.iter().copied().max().unwrap_or(0) as f64;
+        // One batch's activations at its peak (the widest of the states, the feed-forward
+        // and the attention scores of every head), the token ids, and the output rows.
+        let heads = (h / 64.0).max(1.0);
+        let bytes = 4.0 * b * m * (4.0 * h + f + heads * m)
+            + 16.0 * tokens
+            + 4.0 * token_lengths.len() as f64 * self.dim() as f64;
+        crate::estimate::Estimate { ops, bytes }
     }
 
     /// Token ids of each text after stripping and truncation, special tokens included.
@@ -349,6 +382,9 @@ impl SentenceEncoder {
         let mut out = vec![0f32; texts.len() * dim];
         let mut done = 0;
         for batch in order.chunks(opts.batch_size) {
+            if let Some(c) = opts.cancel {
+                c.check()?;
+            }
             let rows: Vec<&[u32]> = batch.iter().map(|&i| ids[i].as_slice()).collect();
             let pooled = self.forward(&rows)?;
             for (k, &i) in batch.iter().enumerate() {

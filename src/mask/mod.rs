@@ -419,6 +419,21 @@ impl Trajectory {
         &self.turns
     }
 
+    /// The text of every call that has an observation, in order: what semantic masking
+    /// embeds (one row each, in this order).
+    #[must_use]
+    pub fn observation_texts(&self) -> Vec<&str> {
+        self.turns
+            .iter()
+            .flat_map(|t| {
+                t.calls
+                    .iter()
+                    .filter(|c| c.observation.is_some())
+                    .map(|c| c.text.as_str())
+            })
+            .collect()
+    }
+
     /// The call an observation answers.
     #[must_use]
     pub fn call_at(&self, loc: Loc) -> Option<&Call> {

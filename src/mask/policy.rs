@@ -49,6 +49,54 @@ pub struct MaskOptions {
     pub placeholder: Option<String>,
 }
 
+/// The gate of semantic masking ([`crate::mask::masker::Masker::mask_semantic`]) as
+/// every surface takes it: `semantic_method` (default grn; one that gates on embeddings
+/// alone: grn, mmr, centroid, dpp, coverage), `semantic_tau` (default the method's paper
+/// threshold), and whether the task is given as a query (`query_text`: read by mmr, dpp
+/// and coverage, needed by mmr and dpp). Errors name those options.
+pub fn semantic_gate(
+    method: Option<&str>,
+    tau: Option<f64>,
+    has_query: bool,
+) -> Result<(crate::select::Method, f64)> {
+    use crate::select::Method;
+    let name = method.unwrap_or("grn");
+    let m: Method = name
+        .parse()
+        .map_err(|_| Error::invalid("semantic_method", format!("unknown method '{name}'")))?;
+    if matches!(m, Method::Lexical | Method::Hybrid) {
+        return Err(Error::invalid(
+            "semantic_method",
+            format!("{name} does not gate on embeddings alone (grn, mmr, centroid, dpp, coverage)"),
+        ));
+    }
+    if has_query && !m.reads_query() {
+        return Err(Error::invalid(
+            "query_text",
+            format!("does not apply to {name} (it does not read a query)"),
+        ));
+    }
+    if m.needs_query() && !has_query {
+        return Err(Error::invalid(
+            "query_text",
+            format!("{name} needs the task as the query"),
+        ));
+    }
+    let Some(tau) = tau.or(m.preset().tau) else {
+        return Err(Error::invalid(
+            "semantic_tau",
+            format!("the paper gives no threshold for {name}: give one"),
+        ));
+    };
+    if !tau.is_finite() {
+        return Err(Error::invalid(
+            "semantic_tau",
+            format!("must be finite, got {tau}"),
+        ));
+    }
+    Ok((m, tau))
+}
+
 impl MaskOptions {
     /// The configuration: the preset or the edit first, then each option given. An option
     /// the edit also sets is an error naming both (say it once), as are a preset and an

@@ -1,6 +1,7 @@
 //! The endpoints' work, as plain functions of the shared state and the request body: the
 //! same contracts as the CLI (the same options by name, the same output objects).
 
+use super::text::{self, TextFields};
 use super::{ApiError, Reply, Shared};
 use crate::cancel::Cancel;
 use crate::cost::{self, FlopsOptions, ModelShape};
@@ -89,11 +90,12 @@ pub fn select(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
     let retained = f.counts("retained")?.unwrap_or_default();
     let texts = f.strs("texts")?;
     let query_text = f.str("query_text")?;
-    let pool = pool_of(s, &mut f, m != Method::Lexical)?;
+    let tf = TextFields::read(&mut f)?;
+    let pool = pool_of(s, &mut f, false)?;
     f.done()?;
     if let Some(qs) = queries {
         if query.is_some() {
-            return Err(Error::invalid("queries", "give \"query\" or \"queries\", not both").into());
+            return Err(Error::invalid("queries", "give `query` or `queries`, not both").into());
         }
         if texts.is_some() || query_text.is_some() || m == Method::Lexical {
             return Err(Error::invalid(
@@ -102,12 +104,68 @@ pub fn select(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
             )
             .into());
         }
+        for (given, name) in [
+            (tf.model.is_some(), "model"),
+            (tf.tokenizer.is_some(), "tokenizer"),
+        ] {
+            if given {
+                return Err(Error::invalid(name, "applies to `texts`, not to a batch of `queries`").into());
+            }
+        }
         let Some(pool) = pool else {
-            return Err(Error::invalid("pool", "give a pool name or \"embeddings\"").into());
+            return Err(Error::invalid("pool", "give a pool name or `embeddings`").into());
         };
         return select_batch(s, &cfg, pool, &qs, costs.as_deref(), &retained, cancel);
     }
-    check_reads(m, query.is_some(), query_text.is_some(), texts.is_some())?;
+    let lexical = m == Method::Lexical;
+    // Texts are embedded when they are the pool: a method that reads embeddings, and no
+    // pool or embeddings given. They are counted when a token budget needs costs.
+    let embedded = !lexical && pool.is_none() && texts.is_some();
+    let counted = cfg.token_budget_value().is_some() && costs.is_none() && texts.is_some();
+    if !lexical && pool.is_none() && texts.is_none() {
+        return Err(Error::invalid("pool", "give a pool name, `embeddings`, or the `texts` to embed").into());
+    }
+    check_text_fields(&tf, embedded, counted)?;
+    if embedded {
+        if query.is_some() {
+            return Err(Error::invalid(
+                "query",
+                "the texts are embedded by the model: give the query as `query_text`",
+            )
+            .into());
+        }
+        if query_text.is_some() && !m.reads_query() {
+            return Err(Error::invalid(
+                "query_text",
+                format!("does not apply to {} (it does not read a query)", m.name()),
+            )
+            .into());
+        }
+    }
+    check_reads(
+        m,
+        query.is_some() || (embedded && query_text.is_some()),
+        query_text.is_some() && !embedded,
+        texts.is_some() && !embedded && !counted,
+    )?;
+    let costs = match (&costs, &texts) {
+        (None, Some(t)) if counted => Some(text::count(s, t, tf.tokenizer.as_deref())?),
+        _ => costs,
+    };
+    let (pool, query) = match (&texts, embedded) {
+        (Some(t), true) => {
+            let (e, q) = text::embed_request(s, tf.model.as_deref(), t, query_text.as_deref(), cancel)?;
+            (Some(PoolArg::Inline(e)), q)
+        }
+        _ => (pool, query),
+    };
+    if method_needs_query_text(m, embedded, query.is_some()) {
+        return Err(Error::invalid(
+            "query_text",
+            format!("{} needs the query (`query_text`)", m.name()),
+        )
+        .into());
+    }
     let (n, d) = match (&pool, &texts) {
         (Some(p), _) => p.shape(),
         (None, Some(t)) => (t.len(), 0),
@@ -115,8 +173,8 @@ pub fn select(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
     };
     let req = Request {
         query: query.as_deref(),
-        texts: texts.as_deref(),
-        query_text: query_text.as_deref(),
+        texts: if lexical { texts.as_deref() } else { None },
+        query_text: if lexical { query_text.as_deref() } else { None },
         costs: costs.as_deref(),
         retained: &retained,
         cancel: Some(cancel),
@@ -130,6 +188,31 @@ pub fn select(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
     let mut out = sel.to_json(t.elapsed().as_secs_f64() * 1e3, costs.is_some());
     out["notes"] = json!(sel.notes);
     Ok(out)
+}
+
+/// With texts embedded, a method that needs a query needs the query text.
+fn method_needs_query_text(m: Method, embedded: bool, have_query: bool) -> bool {
+    embedded && m.needs_query() && !have_query
+}
+
+/// `"model"` applies only where texts are embedded, `"tokenizer"` only where texts are
+/// counted: either given elsewhere is an error naming it, never ignored.
+fn check_text_fields(tf: &TextFields, embedded: bool, counted: bool) -> Result<(), ApiError> {
+    if tf.model.is_some() && !embedded {
+        return Err(Error::invalid(
+            "model",
+            "applies where the `texts` are embedded (no `embeddings` or `pool` given)",
+        )
+        .into());
+    }
+    if tf.tokenizer.is_some() && !counted {
+        return Err(Error::invalid(
+            "tokenizer",
+            "applies where token costs are counted from the `texts` (a budget, and no costs given)",
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// `POST /v1/select` with `"queries"` (a Q x d matrix): one selection per query over the
@@ -239,9 +322,7 @@ pub fn rerank(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
     };
     let cfg = opts.config()?;
     let method = cfg.method;
-    let query = f
-        .vector("query")?
-        .ok_or_else(|| Error::invalid("query", "required"))?;
+    let query = f.vector("query")?;
     let scores = f.nums("oracle_scores")?;
     let url = f.str("oracle_url")?;
     let api = f.str("oracle_api")?;
@@ -252,10 +333,46 @@ pub fn rerank(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
         Some(v) => Some(crate::rerank::options::token_counts(&v, "tokens")?),
         None => None,
     };
-    let Some(pool) = pool_of(s, &mut f, true)? else {
-        return Err(Error::invalid("pool", "give a pool name or \"embeddings\"").into());
-    };
+    let tf = TextFields::read(&mut f)?;
+    let pool = pool_of(s, &mut f, false)?;
     f.done()?;
+    // The texts are embedded for the GP when no pool is given; counted when a token
+    // capacity needs counts.
+    let embedded = pool.is_none() && texts.is_some();
+    let counted = cfg.token_capacity.is_some() && tokens.is_none() && texts.is_some();
+    check_text_fields(&tf, embedded, counted)?;
+    let tokens = match (&texts, counted) {
+        (Some(t), true) => {
+            let c = text::count(s, t, tf.tokenizer.as_deref())?;
+            Some(c.into_iter().map(|v| v as u64).collect::<Vec<u64>>())
+        }
+        _ => tokens,
+    };
+    let (pool, query) = match (pool, &texts) {
+        (Some(p), _) => (p, query),
+        (None, Some(t)) => {
+            if query.is_some() {
+                return Err(Error::invalid(
+                    "query",
+                    "the texts are embedded by the model: give the query as `query_text`",
+                )
+                .into());
+            }
+            if query_text.is_none() {
+                return Err(
+                    Error::invalid("query_text", "required to embed the query with the texts").into(),
+                );
+            }
+            let (e, q) = text::embed_request(s, tf.model.as_deref(), t, query_text.as_deref(), cancel)?;
+            (PoolArg::Inline(e), q)
+        }
+        (None, None) => {
+            return Err(
+                Error::invalid("pool", "give a pool name, `embeddings`, or the `texts` to embed").into(),
+            )
+        }
+    };
+    let query = query.ok_or_else(|| Error::invalid("query", "required"))?;
     let (n, d) = pool.shape();
     s.admit(
         &format!("this {} rerank over {n} items", cfg.method.name()),
@@ -290,8 +407,8 @@ pub fn rerank(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
             for (given, name) in [
                 (api.is_some(), "oracle_api"),
                 (timeout.is_some(), "oracle_timeout"),
-                (texts.is_some(), "texts"),
-                (query_text.is_some(), "query_text"),
+                (texts.is_some() && !embedded && !counted, "texts"),
+                (query_text.is_some() && !embedded, "query_text"),
             ] {
                 if given {
                     return Err(Error::invalid(name, "applies to an oracle URL").into());
@@ -342,7 +459,7 @@ pub fn rerank(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
 }
 
 /// `POST /v1/mask`: `{"messages": [...] | {...}, options}` -> `{"messages", "stats"}`.
-pub fn mask(s: &Shared, body: &[u8]) -> Result<Reply, ApiError> {
+pub fn mask(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Reply, ApiError> {
     let mut f = s.fields(body)?;
     let messages = f
         .raw("messages")
@@ -383,15 +500,52 @@ pub fn mask(s: &Shared, body: &[u8]) -> Result<Reply, ApiError> {
         placeholder: f.str("placeholder")?,
     }
     .config()?;
-    let tokenizer = f.str("tokenizer")?.unwrap_or_else(|| "o200k_base".into());
+    let tokenizer = f
+        .str("tokenizer")?
+        .unwrap_or_else(|| crate::tokens::DEFAULT_TOKENIZER.into());
+    let model = f.str("model")?;
+    let semantic_method = f.str("semantic_method")?;
+    let semantic_tau = f.num("semantic_tau")?;
+    let query_text = f.str("query_text")?;
     f.done()?;
+    // Semantic masking: with a model (named, or the server's only one when a semantic
+    // option is given).
+    let semantic =
+        model.is_some() || semantic_method.is_some() || semantic_tau.is_some() || query_text.is_some();
+    let gate = if semantic {
+        Some(crate::mask::policy::semantic_gate(
+            semantic_method.as_deref(),
+            semantic_tau,
+            query_text.is_some(),
+        )?)
+    } else {
+        None
+    };
     // Named encodings only: a server reads no file a request names.
     let counter = s.counter(&tokenizer)?;
     let masker = Masker::new(cfg, counter)?;
     let mut traj = Trajectory::parse(messages, format)?;
-    let stats = masker.mask(&mut traj);
+    let mut stats = match gate {
+        None => serde_json::to_value(masker.mask(&mut traj)),
+        Some((method, tau)) => {
+            let obs: Vec<String> = traj.observation_texts().into_iter().map(str::to_string).collect();
+            let (st, kept_back) = if obs.is_empty() {
+                text::encoder(s, model.as_deref())?;
+                (masker.mask(&mut traj), 0)
+            } else {
+                let (e, q) = text::embed_request(s, model.as_deref(), &obs, query_text.as_deref(), cancel)?;
+                masker.mask_semantic(&mut traj, &e, method, tau, q.as_deref())?
+            };
+            serde_json::to_value(st).map(|mut v| {
+                v["semantic_kept_back"] = json!(kept_back);
+                v
+            })
+        }
+    }
+    .map_err(|e| Error::invalid("stats", e.to_string()))?;
     // The masked messages as text: every byte outside the masked contents is the input's.
-    let stats = serde_json::to_string(&stats).map_err(|e| Error::invalid("stats", e.to_string()))?;
+    let stats = serde_json::to_string(&std::mem::take(&mut stats))
+        .map_err(|e| Error::invalid("stats", e.to_string()))?;
     Ok(Reply::Raw(format!(
         "{{\"messages\":{},\"stats\":{stats}}}",
         traj.to_json()

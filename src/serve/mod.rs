@@ -29,6 +29,7 @@ mod metrics;
 pub mod openapi;
 mod pools;
 mod slots;
+mod text;
 
 use crate::cancel::Cancel;
 use crate::error::{Error, ErrorKind};
@@ -99,6 +100,16 @@ pub struct ServeConfig {
     pub max_batch: usize,
     /// Write one JSON line per request on stderr. By default on.
     pub log: bool,
+    /// The sentence encoders requests may name (`"model"`), loaded once at start: texts
+    /// in `/v1/embed`, and `"texts"` / `"query_text"` in place of embeddings in
+    /// `/v1/select`, `/v1/rerank` and `/v1/mask` (semantic masking). With one, requests
+    /// need not name it. By default none.
+    pub models: Vec<(String, crate::embed::SentenceEncoder)>,
+    /// Most tokens one request may embed (its texts tokenised by the model, special
+    /// tokens included; 422 above): an encoder's work is its tokens, so this is its
+    /// limit instead of `max_work`. By default 262,144 (about 2,000 passages of 128
+    /// tokens; all-MiniLM-L6-v2 embeds some 2,000 tokens a second per core).
+    pub max_embed_tokens: usize,
 }
 
 impl Default for ServeConfig {
@@ -121,6 +132,8 @@ impl Default for ServeConfig {
             allow_oracle_urls: false,
             max_batch: 32,
             log: true,
+            models: Vec::new(),
+            max_embed_tokens: 1 << 18,
         }
     }
 }
@@ -236,7 +249,7 @@ impl From<Error> for ApiError {
             ErrorKind::Cancelled => StatusCode::GATEWAY_TIMEOUT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError::new(status, e.to_string())
+        ApiError::new(status, e.render(crate::error::Surface::Http))
     }
 }
 
@@ -320,7 +333,15 @@ async fn rerank(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
 }
 
 async fn mask(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
-    compute(s, move |s, _| api::mask(s, &body)).await
+    compute(s, move |s, c| api::mask(s, &body, c)).await
+}
+
+async fn embed(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
+    compute(s, move |s, c| text::embed(s, &body, c)).await
+}
+
+async fn models(State(s): State<Arc<Shared>>) -> axum::Json<Value> {
+    axum::Json(text::models(&s))
 }
 
 async fn flops(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
@@ -555,6 +576,8 @@ fn routes(shared: Arc<Shared>) -> Router {
         .route("/v1/select", post(select))
         .route("/v1/rerank", post(rerank))
         .route("/v1/mask", post(mask))
+        .route("/v1/embed", post(embed))
+        .route("/v1/models", get(models))
         .route("/v1/cost/flops", post(flops))
         .route("/v1/cost/etc", post(etc))
         .route("/v1/cost/plan", post(plan))

@@ -80,7 +80,8 @@ pub fn document() -> Value {
             "queries": embeddings(),
             "k": count(), "token_budget": num(), "threshold": num(), "lambda": num(), "weights": nums(),
             "costs": nums(), "retained": {"type": "array", "items": count()},
-            "texts": strings(), "query_text": string(),
+            "texts": strings(), "query_text": string(), "model": string(),
+            "tokenizer": enumerated(&["o200k_base", "cl100k_base", "approx"]),
         }),
         &["method"],
     );
@@ -95,9 +96,10 @@ pub fn document() -> Value {
             "batch": count(), "token_capacity": count(), "tokens": nums(), "prior_probes": count(),
             "row_precision": enumerated(&["f32", "bf16", "f16"]),
             "oracle_scores": nums(), "oracle_url": string(), "oracle_api": enumerated(&["tei", "cohere"]),
-            "oracle_timeout": num(), "texts": strings(), "query_text": string(),
+            "oracle_timeout": num(), "texts": strings(), "query_text": string(), "model": string(),
+            "tokenizer": enumerated(&["o200k_base", "cl100k_base", "approx"]),
         }),
-        &["query", "budget", "capacity"],
+        &["budget", "capacity"],
     );
     let mask = body(
         json!({
@@ -111,9 +113,21 @@ pub fn document() -> Value {
             "anchor": enumerated(&["window", "start"]), "hold": {"type": "boolean"},
             "clear_tool_inputs": {"type": "boolean"},
             "tokenizer": enumerated(&["o200k_base", "cl100k_base", "approx"]),
+            "model": string(),
+            "semantic_method": enumerated(&["grn", "mmr", "centroid", "dpp", "coverage"]),
+            "semantic_tau": num(), "query_text": string(),
         }),
         &["messages"],
     );
+    let embed = body(
+        json!({"texts": strings(), "model": string(), "encoding": enumerated(&["float", "base64"])}),
+        &["texts"],
+    );
+    let embedded = json!({"type": "object", "required": ["model", "dim", "rows", "embeddings"], "properties": {
+        "model": string(), "dim": count(), "rows": count(), "embeddings": embeddings()}});
+    let models = json!({"type": "object", "required": ["models"], "properties": {"models": {"type": "array",
+        "items": {"type": "object", "properties": {"name": string(), "dim": count(), "max_seq_length": count(),
+            "normalize": {"type": "boolean"}, "pooling": strings()}}}}});
     let flops = body(
         json!({
             "config": any_object(), "layers": count(), "hidden": count(), "ffn": count(),
@@ -159,6 +173,8 @@ pub fn document() -> Value {
             "/v1/rerank": {"post": op("Budgeted top-k with a limited oracle (ctxprune rerank)", rerank, responses(reranked, &["404", "502"]))},
             "/v1/mask": {"post": op("Mask stale tool observations (ctxprune mask)", mask,
                 responses(json!({"type": "object", "properties": {"messages": {}, "stats": any_object()}}), &[]))},
+            "/v1/embed": {"post": op("Embed texts with a model loaded at start (ctxprune embed)", embed, responses(embedded, &[]))},
+            "/v1/models": {"get": {"summary": "The sentence encoders this server loaded (--model)", "responses": {"200": ok(models)}}},
             "/v1/cost/flops": {"post": op("FLOPs per decoded token", flops,
                 responses(json!({"type": "object", "properties": {"gflops_per_token": num(), "per_layer": nums()}}), &[]))},
             "/v1/cost/etc": {"post": op("Effective token cost", etc, responses(json!({"type": "object", "properties": {"etc": num()}}), &[]))},

@@ -194,16 +194,7 @@ pub fn run(a: MaskArgs) -> Result<()> {
     #[cfg(feature = "embed")]
     let (stats, kept_back) = match semantic {
         Some((enc, method, tau)) => {
-            let texts: Vec<&str> = traj
-                .turns()
-                .iter()
-                .flat_map(|t| {
-                    t.calls
-                        .iter()
-                        .filter(|c| c.observation.is_some())
-                        .map(|c| c.text.as_str())
-                })
-                .collect();
+            let texts = traj.observation_texts();
             if texts.is_empty() {
                 (masker.mask(&mut traj), Some(0))
             } else {
@@ -244,7 +235,6 @@ pub fn run(a: MaskArgs) -> Result<()> {
 fn semantic_options(
     a: &MaskArgs,
 ) -> Result<Option<(ctxprune::embed::SentenceEncoder, ctxprune::select::Method, f64)>> {
-    use ctxprune::select::Method;
     let Some(dir) = &a.model else {
         for (given, f) in [
             (a.semantic_method.is_some(), "--semantic-method"),
@@ -257,40 +247,14 @@ fn semantic_options(
         }
         return Ok(None);
     };
-    let name = a.semantic_method.as_deref().unwrap_or("grn");
-    let method: Method = name
-        .parse()
-        .map_err(|_| Error::invalid("--semantic-method", format!("unknown method '{name}'")))?;
-    if matches!(method, Method::Lexical | Method::Hybrid) {
-        return Err(Error::invalid(
-            "--semantic-method",
-            format!("{name} does not gate on embeddings alone (grn, mmr, centroid, dpp, coverage)"),
-        ));
-    }
-    if a.query_text.is_some() && !method.reads_query() {
-        return Err(Error::invalid(
-            "--query-text",
-            format!("does not apply to {name} (it does not read a query)"),
-        ));
-    }
-    if method.needs_query() && a.query_text.is_none() {
-        return Err(Error::invalid(
-            "--query-text",
-            format!("{name} needs the task (--query-text)"),
-        ));
-    }
-    let Some(tau) = a.semantic_tau.or(method.preset().tau) else {
-        return Err(Error::invalid(
-            "--semantic-tau",
-            format!("the paper gives no threshold for {name}: give one"),
-        ));
-    };
-    if !tau.is_finite() {
-        return Err(Error::invalid(
-            "--semantic-tau",
-            format!("must be finite, got {tau}"),
-        ));
-    }
+    let (method, tau) = super::cost::flags(
+        ctxprune::mask::policy::semantic_gate(
+            a.semantic_method.as_deref(),
+            a.semantic_tau,
+            a.query_text.is_some(),
+        ),
+        &["semantic_method", "semantic_tau", "query_text"],
+    )?;
     Ok(Some((super::embed::load(dir)?, method, tau)))
 }
 

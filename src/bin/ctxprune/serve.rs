@@ -61,6 +61,53 @@ pub struct ServeArgs {
     /// No per-request log lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// A sentence-transformers directory to load at start, as NAME=DIR or DIR (named by
+    /// the directory's last component); repeat for several. Requests then send "texts"
+    /// and "query_text" in place of embeddings (/v1/select, /v1/rerank, semantic
+    /// /v1/mask), and POST /v1/embed embeds texts; "model" names one (needed only when
+    /// several are loaded).
+    #[arg(long, value_name = "[NAME=]DIR")]
+    pub model: Vec<String>,
+    /// Most tokens one request may embed, special tokens included (422 above) [default: 262144].
+    #[arg(long, allow_hyphen_values = true)]
+    pub max_embed_tokens: Option<usize>,
+}
+
+/// `--model [NAME=]DIR` values, loaded; names unique, of letters, digits, `.`, `_`, `-`.
+fn models(specs: &[String]) -> Result<Vec<(String, ctxprune::embed::SentenceEncoder)>> {
+    let mut out: Vec<(String, ctxprune::embed::SentenceEncoder)> = Vec::new();
+    for spec in specs {
+        let (name, dir) = match spec.split_once('=') {
+            Some((n, d)) => (n.to_string(), std::path::PathBuf::from(d)),
+            None => {
+                let d = std::path::PathBuf::from(spec);
+                let n = d
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                (n, d)
+            }
+        };
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        {
+            return Err(Error::invalid(
+                "--model",
+                format!("'{spec}': the name must be letters, digits, '.', '_' or '-' (NAME=DIR)"),
+            ));
+        }
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(Error::invalid(
+                "--model",
+                format!("the name '{name}' is given twice (name them apart: NAME=DIR)"),
+            ));
+        }
+        let enc = super::embed::load(&dir)?;
+        out.push((name, enc));
+    }
+    Ok(out)
 }
 
 fn positive(v: Option<usize>, flag: &str) -> Result<Option<usize>> {
@@ -140,12 +187,20 @@ pub fn run(a: ServeArgs) -> Result<bool> {
     cfg.oracle_url = a.oracle_url;
     cfg.allow_oracle_urls = a.allow_oracle_urls;
     cfg.log = !a.quiet;
+    cfg.models = models(&a.model)?;
+    if let Some(t) = positive(a.max_embed_tokens, "--max-embed-tokens")? {
+        if cfg.models.is_empty() {
+            return Err(Error::invalid("--max-embed-tokens", "applies to --model"));
+        }
+        cfg.max_embed_tokens = t;
+    }
     let addr: std::net::SocketAddr = a
         .addr
         .parse()
         .map_err(|e| Error::invalid("--addr", format!("'{}' is not HOST:PORT ({e})", a.addr)))?;
     let opened = open_engine(&a.backend)?;
     opened.print_note();
+    let cfg_models: Vec<String> = cfg.models.iter().map(|(n, _)| n.clone()).collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -157,7 +212,11 @@ pub fn run(a: ServeArgs) -> Result<bool> {
         let bound = listener.local_addr().map_or(addr, |a| a);
         eprintln!(
             "{}",
-            serde_json::json!({"listening": bound.to_string(), "engine": opened.engine.describe()})
+            serde_json::json!({
+                "listening": bound.to_string(),
+                "engine": opened.engine.describe(),
+                "models": cfg_models,
+            })
         );
         serve(listener, opened.engine, cfg, shutdown_signal()).await
     })?;
