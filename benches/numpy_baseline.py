@@ -1,8 +1,8 @@
 """NumPy doing the same work as the criterion benches, on the same machine, for the
 comparison column of the README's table.
 
-    cargo run --release --example make_pool -- 10000 1024 /tmp/pool10k
-    cargo run --release --example make_pool -- 2000 1024 /tmp/pool2k
+    ctxprune make-pool --n 10000 --d 1024 --out /tmp/pool10k
+    ctxprune make-pool --n 2000 --d 1024 --out /tmp/pool2k
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 benches/numpy_baseline.py /tmp/pool10k /tmp/pool2k
 
 Medians of 5 runs (Gram: 3). Each algorithm is the straightforward vectorised NumPy

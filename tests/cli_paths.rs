@@ -53,6 +53,11 @@ fn fixtures(dir: &Path) {
         .map(|i| format!("{{\"text\": \"{} {i}\", \"tokens\": {}}}\n", words[i % 6], 5 + i))
         .collect();
     std::fs::write(dir.join("texts.jsonl"), texts).unwrap();
+    // The same texts without "tokens": counted by --tokenizer.
+    let plain: String = (0..24)
+        .map(|i| format!("{{\"text\": \"{} {i}\"}}\n", words[i % 6]))
+        .collect();
+    std::fs::write(dir.join("notokens.jsonl"), plain).unwrap();
     std::fs::write(
         dir.join("stages.toml"),
         "[post_retrieval]\npolicy = \"scorer\"\nmethod = \"grn\"\nmode = \"gate\"\nthreshold = 0.5\n",

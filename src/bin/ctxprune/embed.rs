@@ -55,6 +55,7 @@ pub fn encode(enc: &SentenceEncoder, texts: &[&str], batch_size: usize, quiet: b
     let opts = EncodeOptions {
         batch_size,
         progress: if long { Some(&report) } else { None },
+        cancel: None,
     };
     enc.encode(texts, &opts)
 }
@@ -78,26 +79,7 @@ pub fn run(a: EmbedArgs) -> Result<()> {
         },
     };
     let enc = load(&a.model)?;
-    let (texts, _) = match &a.input {
-        Some(p) => io::load_texts(p)?,
-        None => {
-            // At most 1 GiB, as `mask` reads stdin: an endless stream is refused, not held.
-            const MAX: u64 = 1 << 30;
-            let mut buf = Vec::new();
-            std::io::Read::read_to_end(
-                &mut std::io::Read::take(std::io::stdin().lock(), MAX + 1),
-                &mut buf,
-            )
-            .map_err(|e| Error::io("<stdin>", e))?;
-            if buf.len() as u64 > MAX {
-                return Err(Error::format(
-                    "<stdin>",
-                    format!("more than {MAX} bytes of texts"),
-                ));
-            }
-            io::parse_texts(Path::new("<stdin>"), &buf)?
-        }
-    };
+    let texts = super::tokens::read_texts(a.input.as_deref())?;
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let e = encode(&enc, &refs, a.batch_size, a.quiet)?;
     let (rows, dim) = (e.rows(), e.dim());

@@ -53,12 +53,14 @@ pub(crate) const PATHS: &[(&str, &str, Kind)] = &[
     ("select", "texts", Kind::File),
     ("select", "costs", Kind::File),
     ("select", "model", Kind::Dir),
+    ("select", "tokenizer", Kind::Tokenizer),
     ("rerank", "embeddings", Kind::Embeddings),
     ("rerank", "query", Kind::File),
     ("rerank", "model", Kind::Dir),
     ("rerank", "oracle_scores", Kind::File),
     ("rerank", "texts", Kind::File),
     ("rerank", "tokens", Kind::File),
+    ("rerank", "tokenizer", Kind::Tokenizer),
     ("eval", "plot", Kind::Out),
     ("mask", "tokenizer", Kind::Tokenizer),
     ("mask", "stats", Kind::Out),
@@ -90,6 +92,8 @@ pub(crate) const PATHS: &[(&str, &str, Kind)] = &[
     ("embed", "input", Kind::File),
     ("embed", "out", Kind::Out),
     ("make-pool", "out", Kind::OutDir),
+    ("count-tokens", "input", Kind::File),
+    ("count-tokens", "tokenizer", Kind::Tokenizer),
 ];
 
 /// Checks every path flag given on the command line (see the module docs).

@@ -85,13 +85,17 @@ pub struct RerankArgs {
     pub batch: Option<usize>,
     /// Token capacity T: the selected set holds at most T tokens (and --capacity
     /// documents), filled greedily by value per token. Token counts from --tokens, or from
-    /// the "tokens" field of --texts.
+    /// the "tokens" field of --texts, else --texts counted by --tokenizer.
     #[arg(long, allow_hyphen_values = true)]
     pub token_capacity: Option<u64>,
     /// Token counts, one per pool row (a JSON array or 1-D .npy of whole numbers >= 1),
     /// for --token-capacity.
     #[arg(long)]
     pub tokens: Option<PathBuf>,
+    /// Counts the tokens of --texts for --token-capacity when they have no "tokens":
+    /// o200k_base (default), cl100k_base, approx, or a tokenizer.json.
+    #[arg(long, value_hint = clap::ValueHint::FilePath)]
+    pub tokenizer: Option<String>,
     /// The precision of the pool copy kernel rows are read from: f32 (default, the
     /// paper's computation), bf16 or f16 (a half-precision copy: half the bytes per row;
     /// boundary-morph, bagel, rgs, rgs-simple).
@@ -229,22 +233,31 @@ pub fn run(a: RerankArgs) -> Result<()> {
             &io::load_vector(p, "tokens")?,
             "--tokens",
         )?),
-        (Some(_), None, Some(p)) => match io::load_texts(p)?.1 {
-            Some(t) => Some(ctxprune::rerank::options::token_counts(&t, "--texts")?),
-            None => {
-                return Err(Error::invalid(
-                    "--token-capacity",
-                    "needs token counts: --tokens FILE, or a \"tokens\" field in --texts",
-                ))
+        (Some(_), None, Some(p)) => {
+            let (texts, given) = io::load_texts(p)?;
+            match given {
+                Some(t) => Some(ctxprune::rerank::options::token_counts(&t, "--texts")?),
+                // Counted here, by --tokenizer.
+                None => {
+                    let c = super::tokens::counter(a.tokenizer.as_deref())?;
+                    Some(ctxprune::tokens::costs(c.as_ref(), &texts).into_iter().map(|v| v as u64).collect())
+                }
             }
-        },
+        }
         (Some(_), None, None) => {
             return Err(Error::invalid(
                 "--token-capacity",
-                "needs token counts: --tokens FILE, or a \"tokens\" field in --texts",
+                "needs token counts: --tokens FILE, or --texts (their \"tokens\" field, else counted by --tokenizer)",
             ))
         }
     };
+    let counted = a.token_capacity.is_some() && a.tokens.is_none() && a.texts.is_some();
+    if a.tokenizer.is_some() && !counted {
+        return Err(Error::invalid(
+            "--tokenizer",
+            "applies where --token-capacity counts the tokens of --texts (no --tokens given)",
+        ));
+    }
     if let Some(t) = &tokens {
         if t.len() != n {
             return Err(Error::invalid(

@@ -22,13 +22,19 @@ pub struct SelectArgs {
     /// Pool texts as JSON lines with "text" (and optionally "tokens"), one per row.
     #[arg(long)]
     pub texts: Option<PathBuf>,
-    /// Query text (lexical).
+    /// The query as text: what lexical reads, or, with --model, the text embedded as the
+    /// query.
     #[arg(long)]
     pub query_text: Option<String>,
     /// Token cost per row: 1-D .npy or a JSON array. By default the "tokens" field of the
-    /// JSON-lines input when every row has one.
+    /// JSON-lines input when every row has one, else, with --token-budget, the texts
+    /// counted by --tokenizer.
     #[arg(long)]
     pub costs: Option<PathBuf>,
+    /// Counts the texts' tokens for --token-budget when no costs are given: o200k_base
+    /// (default), cl100k_base, approx, or a tokenizer.json.
+    #[arg(long, value_hint = clap::ValueHint::FilePath)]
+    pub tokenizer: Option<String>,
     /// Item budget.
     #[arg(long, allow_hyphen_values = true)]
     pub k: Option<usize>,
@@ -80,6 +86,7 @@ pub fn run(a: SelectArgs) -> Result<()> {
         lambda: a.lambda,
         weights: weights.as_deref(),
     };
+    // The library's names of this command's inputs (as flags): its errors name them.
     const NAMES: &[&str] = &[
         "method",
         "mode",
@@ -88,6 +95,12 @@ pub fn run(a: SelectArgs) -> Result<()> {
         "query",
         "query-text",
         "texts",
+        "k",
+        "token-budget",
+        "threshold",
+        "lambda",
+        "retained",
+        "costs",
     ];
     let cfg = flags(opts.config(), NAMES)?;
     let method = cfg.method_kind();
@@ -126,12 +139,12 @@ pub fn run(a: SelectArgs) -> Result<()> {
             method,
             a.query.is_some() || (model.is_some() && a.query_text.is_some()),
             a.query_text.is_some() && model.is_none(),
-            a.texts.is_some() && model.is_none(),
+            a.texts.is_some() && model.is_none() && !(a.token_budget.is_some() && a.costs.is_none()),
         ),
         NAMES,
     )?;
     let opened = open_engine(&a.backend)?;
-    let selector = Selector::new(&opened.engine, cfg)?;
+    let selector = flags(Selector::new(&opened.engine, cfg), NAMES)?;
     let retained: Vec<usize> = match &a.retained {
         Some(r) if !r.trim().is_empty() => parse_list(r, "--retained")?,
         _ => Vec::new(),
@@ -187,6 +200,21 @@ pub fn run(a: SelectArgs) -> Result<()> {
     let costs = match &a.costs {
         Some(p) => Some(io::load_costs(p)?),
         None => text_file_tokens.or_else(|| loaded.as_ref().and_then(|l| l.tokens.clone())),
+    };
+    // A token budget without costs: the texts counted by --tokenizer.
+    let counted = a.token_budget.is_some() && costs.is_none() && texts.is_some();
+    if a.tokenizer.is_some() && !counted {
+        return Err(Error::invalid(
+            "--tokenizer",
+            "applies where --token-budget counts the texts' tokens (texts, and no --costs or \"tokens\")",
+        ));
+    }
+    let costs = match (&texts, counted) {
+        (Some(t), true) => {
+            let c = super::tokens::counter(a.tokenizer.as_deref())?;
+            Some(ctxprune::tokens::costs(c.as_ref(), t))
+        }
+        _ => costs,
     };
     if method == Method::Lexical && texts.is_none() {
         return Err(Error::invalid(
@@ -270,7 +298,7 @@ pub fn run(a: SelectArgs) -> Result<()> {
         Some(l) if method != Method::Lexical => Some(Pool::new(&opened.engine, l.embeddings)?),
         _ => None,
     };
-    let sel = selector.select_maybe_pool(pool.as_ref(), &req)?;
+    let sel = flags(selector.select_maybe_pool(pool.as_ref(), &req), NAMES)?;
     let elapsed_ms = t.elapsed().as_secs_f64() * 1e3;
     opened.print_note();
     for n in &sel.notes {
