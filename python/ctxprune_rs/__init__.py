@@ -31,6 +31,9 @@ from ._arrays import indices as _indices
 from ._arrays import numbers as _numbers
 from ._errors import BackendError, CtxpruneError, FileError, InvalidInputError, OracleError
 from ._native import DEFAULT_PLACEHOLDER, Engine, Reranked, Selection, TokenCounter
+from .text import texts_arg as _texts_arg
+
+_DEFAULT_TOKENIZER = "o200k_base"
 
 __all__ = [
     "Engine", "Pool", "Selector", "Selection", "Reranker", "Reranked", "MaskSession",
@@ -181,13 +184,60 @@ class Selector:
         retained: Iterable[int] = (),
         texts: Optional[Sequence[str]] = None,
         query_text: Optional[str] = None,
+        model: Any = None,
+        tokenizer: Optional[Union[str, "os.PathLike[str]"]] = None,
     ) -> Selection:
-        """Selects from `pool` (a Pool or an N x d array; None for lexical without
-        embeddings). `query`: a d-vector (mmr, dpp, hybrid need it; coverage and dpp weigh
-        by it when given); `costs`: each row's token cost (> 0); `retained`: rows already in
-        the context, in the order they were added; `texts` / `query_text`: lexical."""
+        """Selects from `pool` (a Pool or an N x d array).
+
+        `query`: a d-vector: mmr and hybrid need one; dpp and coverage weigh each row by
+        its relevance to it when one is given; grn, centroid and lexical do not read it.
+        `costs`: each row's token cost (> 0), for `token_budget`; `retained`: rows already
+        in the context, in the order they were added.
+
+        Text in: `texts` (one per row) and `query_text` are what lexical reads; with
+        `model` (a sentence-transformers directory, or an `Encoder`) they are embedded
+        into the pool and the query instead (give no `pool` or `query` then). With a
+        `token_budget` and no `costs`, the `texts` are counted by `tokenizer`
+        ("o200k_base" by default, "cl100k_base", "approx", or a tokenizer.json).
+
+        >>> import numpy as np, ctxprune_rs as ctxprune
+        >>> s = ctxprune.Selector("lexical", k=1, token_budget=10)
+        >>> s.select(texts=["parse dates with chrono", "a cat sat"], query_text="dates").indices.tolist()
+        [0]
+        """
+        m = self._args["method"]
+        if model is not None:
+            if m == "lexical":
+                raise InvalidInputError("invalid model: lexical reads the texts, not embeddings; leave model unset")
+            _model_replaces(pool, query, texts)
+        t = None if texts is None else _texts_arg(texts)
+        counted = self._args["token_budget"] is not None and costs is None and t is not None
+        if tokenizer is not None and not counted:
+            raise InvalidInputError(
+                "invalid tokenizer: applies where token_budget= counts the texts' tokens (texts=, and no costs=)"
+            )
+        if counted and t is not None:
+            costs = token_counter(tokenizer or _DEFAULT_TOKENIZER).count_many(t)
+        if model is not None:
+            from .text import encoder as _encoder
+
+            enc = _encoder(model)
+            if not t:
+                raise InvalidInputError("invalid texts: empty (nothing to choose from)")
+            pool = enc.embed(t)
+            if query_text is not None:
+                if not isinstance(query_text, str):
+                    raise InvalidInputError(f"invalid query_text: expected a str, got {type(query_text).__name__}")
+                query = enc.embed([query_text])[0]
+            elif m in ("mmr", "hybrid"):
+                raise InvalidInputError(f"invalid query_text: {m} needs the query (query_text=, embedded by model=)")
+            t, query_text = None, None
+        elif m != "lexical" and counted:
+            # Read for their counts only: the method itself reads embeddings.
+            t = None
         # A Pool is resident; an array is read once per call (float32 C-contiguous
         # arrays are borrowed, not copied).
+        rows: Any
         if pool is None or isinstance(pool, Pool):
             rows = None if pool is None else pool._pool
         else:
@@ -197,7 +247,7 @@ class Selector:
             None if query is None else _floats(query, "query", 1),
             costs=None if costs is None else _numbers(costs, "costs"),
             retained=_indices(retained, "retained"),
-            texts=None if texts is None else list(texts),
+            texts=t,
             query_text=query_text,
         )
 
@@ -232,7 +282,24 @@ class Selector:
         )
 
     def __repr__(self) -> str:
-        return repr(self._sel)
+        return _repr("Selector", self._args, {"mode": "greedy"})
+
+
+def _model_replaces(pool: Any, query: Any, texts: Any) -> None:
+    """With `model=`, the texts are the pool and the query text the query."""
+    for name, v in (("pool", pool), ("query", query)):
+        if v is not None:
+            raise InvalidInputError(
+                f"invalid {name}: the model embeds texts= and query_text=; give {name} or model=, not both"
+            )
+    if texts is None:
+        raise InvalidInputError("invalid texts: model= needs the pool's texts (texts=)")
+
+
+def _repr(name: str, args: Dict[str, Any], defaults: Dict[str, Any]) -> str:
+    """`Name(option=value, ...)`: the options given, those at their default left out."""
+    shown = [f"{k}={v!r}" for k, v in args.items() if v is not None and defaults.get(k, object()) != v]
+    return f"{name}({', '.join(shown)})"
 
 
 def _rebuild(cls: type, args: Dict[str, Any], engine: Engine) -> Any:
@@ -256,11 +323,15 @@ def select(
     weights: Optional[Sequence[float]] = None,
     texts: Optional[Sequence[str]] = None,
     query_text: Optional[str] = None,
+    model: Any = None,
+    tokenizer: Optional[Union[str, "os.PathLike[str]"]] = None,
     engine: Optional[Engine] = None,
 ) -> Selection:
-    """Selects rows of `embeddings` (an N x d array, or a Pool) by marginal value; see
-    `Selector` for the options. Returns a `Selection`: `.indices` (int64, in pick order),
-    `.gains`, `.stop`, `.tokens`, `.notes`, `.backend`.
+    """Selects rows of `embeddings` (an N x d array, or a Pool; None with `model=` or
+    for lexical) by marginal value; see `Selector` for the options and
+    `Selector.select` for text in (`texts`, `query_text`, `model`, `tokenizer`).
+    Returns a `Selection`: `.indices` (int64, in pick order), `.gains`, `.stop`,
+    `.tokens`, `.notes`, `.backend`.
 
     >>> import numpy as np, ctxprune_rs as ctxprune
     >>> X = np.eye(3, dtype=np.float32) + 0.1
@@ -273,7 +344,8 @@ def select(
         method, mode=mode, k=k, token_budget=token_budget, lambda_=lambda_,
         threshold=threshold, preset=preset, weights=weights, engine=engine,
     )
-    return s.select(embeddings, query, costs=costs, retained=retained, texts=texts, query_text=query_text)
+    return s.select(embeddings, query, costs=costs, retained=retained, texts=texts, query_text=query_text,
+                    model=model, tokenizer=tokenizer)
 
 
 Oracle = Union[str, Callable[[np.ndarray], Any]]
@@ -329,6 +401,9 @@ class Reranker:
     def __reduce__(self):
         return (_rebuild, (Reranker, self._args, self.engine))
 
+    def __repr__(self) -> str:
+        return _repr("Reranker", self._args, {"method": "boundary-morph"})
+
     def rerank(
         self,
         pool: Any,
@@ -341,24 +416,47 @@ class Reranker:
         timeout: Optional[float] = None,
         retries: Optional[int] = None,
         tokens: Optional[Sequence[int]] = None,
+        model: Any = None,
+        tokenizer: Optional[Union[str, "os.PathLike[str]"]] = None,
     ) -> Reranked:
         """Reranks `pool` (a Pool or an N x d array) for `query` (a d-vector); with a
-        token capacity, `tokens` gives each row's token count.
+        token capacity, `tokens` gives each row's token count (else the `texts` are
+        counted by `tokenizer`, "o200k_base" by default).
 
         `oracle` is a callable `f(indices) -> scores` (an int64 array in, as many floats
         in [0, 1] out; called with batches; an exception inside it propagates as it is),
         or the URL of a TEI or Cohere-style rerank server (`api="tei"` or `"cohere"`),
-        which needs the pool's `texts` and the `query_text`."""
+        which needs the pool's `texts` and the `query_text`. With `model` (a
+        sentence-transformers directory or an `Encoder`), `texts` and `query_text` are
+        embedded for the GP: give `pool` and `query` as None then."""
+        t = None if texts is None else _texts_arg(texts)
+        counted = self._args["token_capacity"] is not None and tokens is None and t is not None
+        if tokenizer is not None and not counted:
+            raise InvalidInputError(
+                "invalid tokenizer: applies where token_capacity= counts the texts' tokens (texts=, and no tokens=)"
+            )
+        if counted and t is not None:
+            tokens = token_counter(tokenizer or _DEFAULT_TOKENIZER).count_many(t)
+        if model is not None:
+            from .text import encoder as _encoder
+
+            _model_replaces(pool, query, t or None)
+            if not isinstance(query_text, str):
+                raise InvalidInputError("invalid query_text: model= needs the query as text (query_text=)")
+            enc = _encoder(model)
+            pool, query = enc.embed(t), enc.embed([query_text])[0]
+        if not isinstance(oracle, str) and (model is not None or counted):
+            # Read for the embeddings or the counts: a callable oracle reads neither.
+            t, query_text = None, None
         p = _pool(pool, self.engine)
+        if p is None:
+            raise InvalidInputError("invalid pool: give the embeddings (an N x d array or a Pool), or texts= with model=")
         return self._r.rerank(
             p._pool, _floats(query, "query", 1), oracle,
-            texts=None if texts is None else list(texts), query_text=query_text,
+            texts=t, query_text=query_text,
             api=api, timeout=timeout, retries=_count(retries, "retries"),
             tokens=None if tokens is None else _numbers(tokens, "tokens"),
         )
-
-    def __repr__(self) -> str:
-        return repr(self._r)
 
 
 def rerank(
@@ -373,9 +471,11 @@ def rerank(
     **options: Any,
 ) -> Reranked:
     """The best `capacity` rows of `pool` for `query` with at most `budget` oracle calls;
-    see `Reranker` for the options and `Reranker.rerank` for the oracle. Returns a
+    see `Reranker` for the options and `Reranker.rerank` for the oracle and text in
+    (`texts`, `query_text`, `model`, `tokenizer`). Returns a
     `Reranked`: `.indices` (best first), `.scored`, `.scores`, `.oracle_calls`."""
-    http = {k: options.pop(k) for k in ("texts", "query_text", "api", "timeout", "retries", "tokens") if k in options}
+    per_call = ("texts", "query_text", "api", "timeout", "retries", "tokens", "model", "tokenizer")
+    http = {k: options.pop(k) for k in per_call if k in options}
     if isinstance(pool, Pool):
         engine = pool.engine if engine is None else engine
     r = Reranker(budget, capacity, method, engine=engine, **options)
@@ -431,7 +531,14 @@ class MaskSession:
     (SWE-agent's `LastNObservations(n, polling)` is `preset="swe-agent", window=n,
     step=polling`), or `edit=` Anthropic's `clear_tool_uses_20250919` dict as its API
     takes it (stats then carry `cleared_tool_uses` and `cleared_input_tokens`).
-    `tokenizer`: "o200k_base" (default), "cl100k_base", "approx" or a tokenizer.json path."""
+    `tokenizer`: "o200k_base" (default), "cl100k_base", "approx" or a tokenizer.json path.
+
+    Semantic masking (`ctxprune mask --model`): with `model` (a sentence-transformers
+    directory or an `Encoder`), every observation is embedded, and a stale one that still
+    adds marginal value against those kept (the gate of `semantic_method`, "grn" by
+    default, at `semantic_tau`, by default the method's paper threshold) is kept back;
+    `query_text` is the task, the query of mmr, dpp and coverage. `stats` then carry
+    `semantic_kept_back`."""
 
     def __init__(
         self,
@@ -453,7 +560,29 @@ class MaskSession:
         clear_tool_inputs: Optional[bool] = None,
         placeholder: Optional[str] = None,
         tokenizer: str = "o200k_base",
+        model: Any = None,
+        semantic_method: Optional[str] = None,
+        semantic_tau: Optional[float] = None,
+        query_text: Optional[str] = None,
     ):
+        self._args = dict(
+            format=format, window=window, preset=preset, edit=edit, keep_errors=keep_errors,
+            keep_first=keep_first, tools_keep=tools_keep, tools_mask=tools_mask,
+            trigger_tokens=trigger_tokens, clear_at_least=clear_at_least, step=step, unit=unit,
+            anchor=anchor, hold=hold, clear_tool_inputs=clear_tool_inputs, placeholder=placeholder,
+            tokenizer=tokenizer, model=model, semantic_method=semantic_method,
+            semantic_tau=semantic_tau, query_text=query_text,
+        )
+        enc = None
+        if model is not None:
+            from .text import encoder as _encoder
+
+            enc = _encoder(model)._enc
+        else:
+            given = {"semantic_method": semantic_method, "semantic_tau": semantic_tau, "query_text": query_text}
+            for name, val in given.items():
+                if val is not None:
+                    raise InvalidInputError(f"invalid {name}: applies to semantic masking (model=)")
         if edit is not None and not isinstance(edit, dict):
             raise InvalidInputError(f"invalid edit: must be a dict (got {type(edit).__name__})")
         for name, v in (("tools_keep", tools_keep), ("tools_mask", tools_mask)):
@@ -468,8 +597,12 @@ class MaskSession:
             clear_at_least=_count(clear_at_least, "clear_at_least"), step=_count(step, "step"),
             unit=unit, anchor=anchor, hold=hold, clear_tool_inputs=clear_tool_inputs,
             placeholder=placeholder, tokenizer=tokenizer,
+            encoder=enc, semantic_method=semantic_method, semantic_tau=semantic_tau, query_text=query_text,
         )
         self.stats: Optional[dict] = None
+
+    def __repr__(self) -> str:
+        return _repr("MaskSession", self._args, {"format": "auto", "tokenizer": "o200k_base"})
 
     def mask(self, messages: Any) -> Any:
         """The messages with stale tool observations replaced by the placeholder, in the
@@ -490,7 +623,7 @@ _counters: Dict[str, TokenCounter] = {}
 _counters_lock = threading.Lock()
 
 
-def token_counter(tokenizer: str = "o200k_base") -> TokenCounter:
+def token_counter(tokenizer: Union[str, "os.PathLike[str]"] = "o200k_base") -> TokenCounter:
     """The module's `TokenCounter` for `tokenizer` ("o200k_base", "cl100k_base", "approx"
     or a HuggingFace tokenizer.json path), loaded on first use and kept: `.count(text)`,
     `.count_many(texts)`."""
@@ -513,3 +646,8 @@ def count_tokens(text: str, tokenizer: str = "o200k_base") -> int:
 
 
 from .text import Chosen, Encoder, embed, encoder, rerank_texts, select_texts  # noqa: E402
+
+
+def __dir__() -> List[str]:
+    # The API only: not the modules this one imports (numpy, json, os, threading).
+    return sorted(set(__all__) | {"__version__"})

@@ -1,22 +1,30 @@
 # Type stubs of the extension module (python/src/). The public API is ctxprune_rs/__init__.py,
 # which wraps these with argument checks and docs.
 from os import PathLike
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union, final
+
+from typing_extensions import Self
 
 import numpy as np
 import numpy.typing as npt
 
+__all__ = [
+    "Engine", "Pool", "Selector", "Selection", "Reranker", "Reranked", "MaskSession", "Encoder",
+    "TokenCounter", "count_tokens", "flops", "etc", "plan", "DEFAULT_PLACEHOLDER",
+]
+
 DEFAULT_PLACEHOLDER: str
 
+@final
 class Engine:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         backend: str = "auto",
         *,
         device: int = 0,
         cache_dir: Optional[Union[str, PathLike[str]]] = None,
-        cuda_roots: Sequence[Union[str, PathLike[str]]] = (),
-    ) -> None: ...
+        cuda_roots: Sequence[Union[str, PathLike[str]]] = ...,
+    ) -> Self: ...
     @property
     def backend(self) -> str: ...
     @property
@@ -26,8 +34,9 @@ class Engine:
     def describe(self) -> str: ...
     def _options(self) -> Tuple[str, int, Optional[str], List[str]]: ...
 
+@final
 class Pool:
-    def __init__(self, engine: Engine, embeddings: npt.NDArray[Any], storage: str = "f32") -> None: ...
+    def __new__(cls, engine: Engine, embeddings: npt.NDArray[Any], storage: str = "f32") -> Self: ...
     def __len__(self) -> int: ...
     @property
     def dim(self) -> int: ...
@@ -41,6 +50,7 @@ class Pool:
     @staticmethod
     def _from_unit_rows(engine: Engine, rows: npt.NDArray[Any], storage: str = "f32") -> "Pool": ...
 
+@final
 class Selection:
     @property
     def indices(self) -> npt.NDArray[np.int64]: ...
@@ -62,9 +72,10 @@ class Selection:
     def mode(self) -> str: ...
     def __len__(self) -> int: ...
 
+@final
 class Selector:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         engine: Engine,
         method: str = "mmr",
         *,
@@ -75,14 +86,14 @@ class Selector:
         threshold: Optional[float] = None,
         preset: Optional[str] = None,
         weights: Optional[Sequence[float]] = None,
-    ) -> None: ...
+    ) -> Self: ...
     def select(
         self,
         pool: Union[Pool, npt.NDArray[Any], None],
         query: Optional[npt.NDArray[Any]] = None,
         *,
         costs: Optional[Sequence[float]] = None,
-        retained: Sequence[int] = (),
+        retained: Sequence[int] = ...,
         texts: Optional[Sequence[str]] = None,
         query_text: Optional[str] = None,
     ) -> Selection: ...
@@ -92,13 +103,14 @@ class Selector:
         queries: npt.NDArray[Any],
         *,
         costs: Optional[Sequence[float]] = None,
-        retained: Sequence[int] = (),
+        retained: Sequence[int] = ...,
     ) -> List[Selection]: ...
     @property
     def method(self) -> str: ...
     @property
     def mode(self) -> str: ...
 
+@final
 class Reranked:
     @property
     def indices(self) -> npt.NDArray[np.int64]: ...
@@ -122,9 +134,10 @@ class Reranked:
     def tokens(self) -> Optional[int]: ...
     def __len__(self) -> int: ...
 
+@final
 class Reranker:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         engine: Engine,
         budget: int,
         capacity: int,
@@ -142,7 +155,7 @@ class Reranker:
         token_capacity: Optional[int] = None,
         prior_probes: Optional[int] = None,
         row_precision: Optional[str] = None,
-    ) -> None: ...
+    ) -> Self: ...
     def rerank(
         self,
         pool: Pool,
@@ -159,9 +172,10 @@ class Reranker:
     @property
     def method(self) -> str: ...
 
+@final
 class MaskSession:
-    def __init__(
-        self,
+    def __new__(
+        cls,
         format: str = "auto",
         *,
         preset: Optional[str] = None,
@@ -180,20 +194,26 @@ class MaskSession:
         clear_tool_inputs: Optional[bool] = None,
         placeholder: Optional[str] = None,
         tokenizer: str = "o200k_base",
-    ) -> None: ...
+        encoder: Optional["Encoder"] = None,
+        semantic_method: Optional[str] = None,
+        semantic_tau: Optional[float] = None,
+        query_text: Optional[str] = None,
+    ) -> Self: ...
     def mask_json(self, text: str) -> Tuple[str, dict[str, int]]: ...
 
 def count_tokens(text: str, tokenizer: str = "o200k_base") -> int: ...
 
+@final
 class TokenCounter:
-    def __init__(self, tokenizer: str = "o200k_base") -> None: ...
+    def __new__(cls, tokenizer: str = "o200k_base") -> Self: ...
     @property
     def name(self) -> str: ...
     def count(self, text: str) -> int: ...
     def count_many(self, texts: List[str]) -> List[int]: ...
 
+@final
 class Encoder:
-    def __init__(self, model: Union[str, PathLike[str]]) -> None: ...
+    def __new__(cls, model: Union[str, PathLike[str]]) -> Self: ...
     @property
     def dim(self) -> int: ...
     @property

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 /// A sentence encoder (BERT family: all-MiniLM-L6-v2, bge, e5, ...), loaded once.
 #[pyclass(frozen, module = "ctxprune_rs._native")]
 pub struct Encoder {
-    enc: SentenceEncoder,
+    pub(crate) enc: SentenceEncoder,
 }
 
 #[pymethods]
@@ -63,6 +63,7 @@ impl Encoder {
         let opts = EncodeOptions {
             batch_size,
             progress: if progress.is_some() { Some(&report) } else { None },
+            cancel: None,
         };
         let e = crate::compute(py, || self.enc.encode(&refs, &opts)).py(py)?;
         if let Some(err) = failed

@@ -14,6 +14,15 @@ use std::sync::Mutex;
 pub struct MaskSession {
     format: Option<Format>,
     session: Mutex<ctxprune::mask::masker::MaskSession>,
+    semantic: Option<Semantic>,
+}
+
+/// Semantic masking's encoder, gate and embedded task.
+struct Semantic {
+    enc: ctxprune::embed::SentenceEncoder,
+    method: ctxprune::select::Method,
+    tau: f64,
+    query: Option<Vec<f32>>,
 }
 
 fn stats_dict<'py>(py: Python<'py>, s: &MaskStats) -> PyResult<Bound<'py, PyDict>> {
@@ -36,7 +45,8 @@ impl MaskSession {
     #[pyo3(signature = (format = "auto", *, preset = None, edit = None, window = None, keep_errors = None,
         keep_first = None, tools_keep = None, tools_mask = None, trigger_tokens = None, clear_at_least = None,
         step = None, unit = None, anchor = None, hold = None, clear_tool_inputs = None, placeholder = None,
-        tokenizer = "o200k_base"))]
+        tokenizer = "o200k_base", encoder = None, semantic_method = None, semantic_tau = None,
+        query_text = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -57,6 +67,10 @@ impl MaskSession {
         clear_tool_inputs: Option<bool>,
         placeholder: Option<String>,
         tokenizer: &str,
+        encoder: Option<PyRef<'_, crate::embed::Encoder>>,
+        semantic_method: Option<String>,
+        semantic_tau: Option<f64>,
+        query_text: Option<String>,
     ) -> PyResult<Self> {
         let format = match format {
             "auto" => None,
@@ -88,24 +102,69 @@ impl MaskSession {
         .py(py)?;
         let counter = crate::compute(py, || ctxprune::tokens::counter(tokenizer)).py(py)?;
         let masker = Masker::new(cfg, counter).py(py)?;
+        let semantic = match encoder {
+            None => None,
+            Some(e) => {
+                let (method, tau) = ctxprune::mask::policy::semantic_gate(
+                    semantic_method.as_deref(),
+                    semantic_tau,
+                    query_text.is_some(),
+                )
+                .py(py)?;
+                let enc = e.enc.clone();
+                let query = match &query_text {
+                    Some(t) => Some(
+                        crate::compute(py, || enc.encode(&[t.as_str()], &Default::default()))
+                            .py(py)?
+                            .row(0)
+                            .to_vec(),
+                    ),
+                    None => None,
+                };
+                Some(Semantic {
+                    enc,
+                    method,
+                    tau,
+                    query,
+                })
+            }
+        };
         Ok(MaskSession {
             format,
             session: Mutex::new(masker.session()),
+            semantic,
         })
     }
 
     /// Masks the messages (JSON text: an array, or an object with "messages") and returns
     /// the masked JSON text and the accounting.
     fn mask_json<'py>(&self, py: Python<'py>, text: &str) -> PyResult<(String, Bound<'py, PyDict>)> {
-        let (json, stats) = crate::compute(py, || {
+        let (json, stats0, kept) = crate::compute(py, || {
             let mut traj = Trajectory::parse(text, self.format)?;
             // A poisoned lock means a panic elsewhere; the cache is still sound.
             let mut s = self.session.lock().unwrap_or_else(|p| p.into_inner());
-            let stats = s.mask(&mut traj);
-            Ok::<_, ctxprune::Error>((traj.to_json(), stats))
+            let (stats, kept_back) = match &self.semantic {
+                None => (s.mask(&mut traj), None),
+                Some(sem) => {
+                    let texts = traj.observation_texts();
+                    if texts.is_empty() {
+                        (s.mask(&mut traj), Some(0))
+                    } else {
+                        let e = sem.enc.encode(&texts, &Default::default())?;
+                        let (st, n) =
+                            s.mask_semantic(&mut traj, &e, sem.method, sem.tau, sem.query.as_deref())?;
+                        (st, Some(n))
+                    }
+                }
+            };
+            Ok::<_, ctxprune::Error>((traj.to_json(), stats, kept_back))
         })
         .py(py)?;
-        Ok((json, stats_dict(py, &stats)?))
+        let d = stats_dict(py, &stats0)?;
+        if let Some(n) = kept {
+            d.set_item("semantic_kept_back", n)?;
+        }
+        Ok((json, d))
     }
 }
 
