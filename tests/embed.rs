@@ -100,6 +100,7 @@ fn minilm_equals_sentence_transformers_to_1e4_on_every_sentence() {
                 &EncodeOptions {
                     batch_size: batch,
                     progress: None,
+                    cancel: None,
                 },
             )
             .unwrap();
@@ -144,6 +145,7 @@ fn batching_order_and_progress_do_not_change_the_vectors() {
             &EncodeOptions {
                 batch_size: 1,
                 progress: None,
+                cancel: None,
             },
         )
         .unwrap();
@@ -160,6 +162,7 @@ fn batching_order_and_progress_do_not_change_the_vectors() {
             &EncodeOptions {
                 batch_size: 5,
                 progress: Some(&progress),
+                cancel: None,
             },
         )
         .unwrap();
@@ -182,6 +185,7 @@ fn batching_order_and_progress_do_not_change_the_vectors() {
             &EncodeOptions {
                 batch_size: 5,
                 progress: None,
+                cancel: None,
             },
         )
         .unwrap();
