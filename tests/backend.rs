@@ -554,3 +554,25 @@ fn half_storage_pools_serve_the_gram_where_the_device_has_it() {
         }
     }
 }
+
+/// `ctxprune pipeline --backend`: the scorer policies select on the pipeline's engine,
+/// and every backend keeps the same candidates (the report is the CPU's, field for field).
+#[test]
+fn replayed_stages_keep_the_same_candidates_on_every_backend() {
+    use ctxprune::pipeline::{replay::RunLog, stages::Stages};
+    use std::path::Path;
+    let log = RunLog::parse(crate::pipeline_replay::RUN, Path::new("run.jsonl"), None).unwrap();
+    let st = Stages::parse(
+        "[post_retrieval]\npolicy = \"scorer\"\nmethod = \"grn\"\nmode = \"gate\"\nthreshold = 0.5\n\n\
+         [pre_synthesis]\npolicy = \"scorer\"\nmethod = \"mmr\"\nk = 2\n",
+        Path::new("stages.toml"),
+    )
+    .unwrap();
+    let cpu = log.replay(st.pipeline()).unwrap().report.to_json();
+    for engine in available() {
+        let mut p = st.pipeline();
+        p.engine = engine.clone();
+        let got = log.replay(p).unwrap().report.to_json();
+        assert_eq!(got, cpu, "{}", engine.describe());
+    }
+}

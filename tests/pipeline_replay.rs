@@ -648,7 +648,17 @@ k = 2
         std::fs::write(&st, STAGES).unwrap();
         std::fs::write(&input, RUN).unwrap();
         let (st, input) = (st.display().to_string(), input.display().to_string());
-        let (code, out, err) = run(&["pipeline", "--config", &st, "--input", &input, "--format", "json"]);
+        let (code, out, err) = run(&[
+            "pipeline",
+            "--config",
+            &st,
+            "--input",
+            &input,
+            "--format",
+            "json",
+            "--backend",
+            "cpu",
+        ]);
         assert_eq!(code, 0, "{err}");
         assert!(err.is_empty(), "{err}");
         let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();

@@ -42,10 +42,11 @@ pub mod replay;
 mod report;
 pub mod stages;
 
+use crate::backend::Engine;
 use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
 use crate::select::judge::{Candidate, Judge, JudgeContext, Stage};
-use crate::select::{select, Inputs, SelectConfig};
+use crate::select::{Inputs, SelectConfig, Selector};
 use std::collections::VecDeque;
 
 /// The root query.
@@ -173,6 +174,9 @@ pub struct Pipeline {
     pub pre_synthesis: Policy,
     /// Most subqueries retrieved before exploration stops. By default 64.
     pub max_nodes: usize,
+    /// The engine the scorer policies select on (`ctxprune pipeline --backend`). By
+    /// default the CPU; every backend keeps the same candidates.
+    pub engine: Engine,
 }
 
 impl Default for Pipeline {
@@ -182,6 +186,7 @@ impl Default for Pipeline {
             post_retrieval: Policy::Off,
             pre_synthesis: Policy::Off,
             max_nodes: 64,
+            engine: Engine::cpu(),
         }
     }
 }
@@ -253,7 +258,19 @@ pub fn run(r: &mut dyn Research, q: &Query, mut p: Pipeline) -> Result<Report> {
     let mut ctx: Vec<Item> = Vec::new();
     let mut queue: VecDeque<Node> = VecDeque::new();
     let first = r.decompose(q)?;
-    enqueue(r, &mut p.pre_retrieval, q, &ctx, first, 0, &mut queue, &mut rep)?;
+    let engine = p.engine.clone();
+    let engine = &engine;
+    enqueue(
+        r,
+        engine,
+        &mut p.pre_retrieval,
+        q,
+        &ctx,
+        first,
+        0,
+        &mut queue,
+        &mut rep,
+    )?;
     while let Some(node) = queue.pop_front() {
         if rep.nodes_explored >= p.max_nodes {
             rep.truncated = true;
@@ -271,6 +288,7 @@ pub fn run(r: &mut dyn Research, q: &Query, mut p: Pipeline) -> Result<Report> {
         }
         let tokens: Vec<f64> = items.iter().map(|i| i.tokens).collect();
         let kept = decide(
+            engine,
             &mut p.post_retrieval,
             Stage::PostRetrieval,
             q,
@@ -283,6 +301,7 @@ pub fn run(r: &mut dyn Research, q: &Query, mut p: Pipeline) -> Result<Report> {
         let children = r.expand(&node, &kept_items)?;
         enqueue(
             r,
+            engine,
             &mut p.pre_retrieval,
             q,
             &ctx,
@@ -294,6 +313,7 @@ pub fn run(r: &mut dyn Research, q: &Query, mut p: Pipeline) -> Result<Report> {
     }
     let tokens: Vec<f64> = ctx.iter().map(|i| i.tokens).collect();
     let kept = decide(
+        engine,
         &mut p.pre_synthesis,
         Stage::PreSynthesis,
         q,
@@ -328,6 +348,7 @@ fn items_as_cands(items: &[Item], depth: usize) -> Vec<Cand<'_>> {
 #[allow(clippy::too_many_arguments)]
 fn enqueue(
     r: &mut dyn Research,
+    engine: &Engine,
     pol: &mut Policy,
     q: &Query,
     ctx: &[Item],
@@ -346,7 +367,7 @@ fn enqueue(
             depth,
         })
         .collect();
-    let kept = decide(pol, Stage::PreRetrieval, q, ctx, &cands)?;
+    let kept = decide(engine, pol, Stage::PreRetrieval, q, ctx, &cands)?;
     let tokens: Vec<f64> = nodes.iter().map(|n| n.tokens).collect();
     rep.pre_retrieval.add(&tokens, &kept);
     rep.nodes_pruned += nodes.len() - kept.len();
@@ -362,7 +383,14 @@ fn enqueue(
 }
 
 /// Indices of `cands` the policy keeps, in the order it keeps them.
-fn decide(pol: &mut Policy, stage: Stage, q: &Query, ctx: &[Item], cands: &[Cand<'_>]) -> Result<Vec<usize>> {
+fn decide(
+    engine: &Engine,
+    pol: &mut Policy,
+    stage: Stage,
+    q: &Query,
+    ctx: &[Item],
+    cands: &[Cand<'_>],
+) -> Result<Vec<usize>> {
     if cands.is_empty() {
         return Ok(Vec::new());
     }
@@ -440,7 +468,7 @@ fn decide(pol: &mut Policy, stage: Stage, q: &Query, ctx: &[Item], cands: &[Cand
                 retained: &retained,
                 cancel: None,
             };
-            let sel = select(cfg, &inp)?;
+            let sel = Selector::new(engine, cfg.clone())?.select_inputs(&inp)?;
             Ok(sel.selected.into_iter().map(|i| i - ctx.len()).collect())
         }
     }

@@ -246,7 +246,7 @@ impl Stages {
     }
 
     /// A fresh [`Pipeline`] with these policies (a controller is copied, so the stages can
-    /// build any number of pipelines).
+    /// build any number of pipelines), on the CPU engine (set `engine` for another).
     #[must_use]
     pub fn pipeline(&self) -> Pipeline {
         Pipeline {
@@ -254,6 +254,7 @@ impl Stages {
             post_retrieval: self.post_retrieval.policy(),
             pre_synthesis: self.pre_synthesis.policy(),
             max_nodes: self.max_nodes,
+            engine: Engine::cpu(),
         }
     }
 

@@ -27,6 +27,10 @@ pub struct PipelineArgs {
     #[cfg(feature = "embed")]
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Where the scorer policies select: auto, cpu or cuda (every backend keeps the same
+    /// candidates; the CTXPRUNE_BACKEND variable, cpu, cuda or auto, overrides auto).
+    #[arg(long, default_value = "auto")]
+    pub backend: String,
 }
 
 /// What `ctxprune pipeline` does besides replaying.
@@ -60,7 +64,11 @@ pub fn run(a: PipelineArgs) -> Result<()> {
     #[cfg(not(feature = "embed"))]
     let log = RunLog::load(input, None)?;
     stages.check_dim(log.dim())?;
-    let out = log.replay(stages.pipeline())?;
+    let opened = super::open_engine(&a.backend)?;
+    opened.print_note();
+    let mut pipeline = stages.pipeline();
+    pipeline.engine = opened.engine;
+    let out = log.replay(pipeline)?;
     let text = if a.format == "json" {
         let mut v = out.report.to_json();
         let mut policies = serde_json::Map::new();
