@@ -732,7 +732,7 @@ fn timeout_overload_upstream_failure_and_shutdown_in_flight() {
 fn the_openapi_document_lists_exactly_the_routes() {
     let s = Server::start(quiet());
     let ops = openapi::operations();
-    assert_eq!(ops.len(), 16, "{ops:?}");
+    assert_eq!(ops.len(), 17, "{ops:?}");
     for (m, p) in ops {
         let path = p.replace("{name}", "some-pool");
         let body = (m == "POST" || m == "PUT").then(|| json!({}));

@@ -39,7 +39,7 @@ __all__ = [
     "Engine", "Pool", "Selector", "Selection", "Reranker", "Reranked", "MaskSession",
     "Encoder", "TokenCounter", "Chosen",
     "select", "rerank", "mask", "count_tokens", "token_counter", "embed", "encoder",
-    "select_texts", "rerank_texts", "default_engine", "cost",
+    "select_texts", "rerank_texts", "default_engine", "cost", "attention",
     "CtxpruneError", "InvalidInputError", "FileError", "BackendError", "OracleError",
     "DEFAULT_PLACEHOLDER",
 ]
@@ -444,7 +444,7 @@ class Reranker:
             if not isinstance(query_text, str):
                 raise InvalidInputError("invalid query_text: model= needs the query as text (query_text=)")
             enc = _encoder(model)
-            pool, query = enc.embed(t), enc.embed([query_text])[0]
+            pool, query = enc.embed(t or []), enc.embed([query_text])[0]
         if not isinstance(oracle, str) and (model is not None or counted):
             # Read for the embeddings or the counts: a callable oracle reads neither.
             t, query_text = None, None
@@ -646,6 +646,7 @@ def count_tokens(text: str, tokenizer: str = "o200k_base") -> int:
 
 
 from .text import Chosen, Encoder, embed, encoder, rerank_texts, select_texts  # noqa: E402
+from . import attention  # noqa: E402
 
 
 def __dir__() -> List[str]:

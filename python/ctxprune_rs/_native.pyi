@@ -10,7 +10,8 @@ import numpy.typing as npt
 
 __all__ = [
     "Engine", "Pool", "Selector", "Selection", "Reranker", "Reranked", "MaskSession", "Encoder",
-    "TokenCounter", "count_tokens", "flops", "etc", "plan", "DEFAULT_PLACEHOLDER",
+    "TokenCounter", "count_tokens", "flops", "etc", "plan", "segment", "mass_file", "mass_arrays",
+    "heatmap_matrices", "draw_heatmap", "decay", "probe", "DEFAULT_PLACEHOLDER",
 ]
 
 DEFAULT_PLACEHOLDER: str
@@ -238,3 +239,34 @@ def flops(
 ) -> dict[str, Any]: ...
 def etc(input_noncached: float, input_cached: float, output: float, *, alpha: float = 0.3, beta: float = 5.0) -> float: ...
 def plan(depth: int, *, window: int = 20, stride: int = 10) -> dict[str, Any]: ...
+def segment(prompt: str, tokenizer: Union[str, PathLike[str]], template: str = "qwen") -> str: ...
+def mass_file(
+    engine: Engine, tensors: Union[str, PathLike[str]], segments: str, head_dim: Optional[int] = None
+) -> str: ...
+def mass_arrays(
+    engine: Engine,
+    segments: str,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    queries: Sequence[npt.NDArray[Any]],
+    keys: Sequence[npt.NDArray[Any]],
+) -> str: ...
+def heatmap_matrices(mass: str) -> Tuple[List[float], List[float], int]: ...
+def draw_heatmap(mass: str, path: Union[str, PathLike[str]], title: str) -> None: ...
+def decay(
+    masses: Sequence[str], png: Optional[Union[str, PathLike[str]]] = None,
+    title: str = "attention by relative position of the past turn",
+) -> str: ...
+def probe(
+    trajectories: Union[str, PathLike[str]],
+    labels: Union[str, PathLike[str]],
+    *,
+    prefixes: int = 8,
+    folds: int = 5,
+    seed: int = 0,
+    search_tools: Optional[Sequence[str]] = None,
+    open_tools: Optional[Sequence[str]] = None,
+    tokenizer: str = "o200k_base",
+    plot: Optional[Union[str, PathLike[str]]] = None,
+) -> str: ...

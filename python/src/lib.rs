@@ -9,6 +9,7 @@
 use pyo3::prelude::*;
 
 mod arrays;
+mod attention;
 mod cost;
 mod embed;
 mod engine;
@@ -75,6 +76,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cost::flops, m)?)?;
     m.add_function(wrap_pyfunction!(cost::etc, m)?)?;
     m.add_function(wrap_pyfunction!(cost::plan, m)?)?;
+    m.add_function(wrap_pyfunction!(attention::segment, m)?)?;
+    m.add_function(wrap_pyfunction!(attention::mass_file, m)?)?;
+    m.add_function(wrap_pyfunction!(attention::mass_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(attention::heatmap_matrices, m)?)?;
+    m.add_function(wrap_pyfunction!(attention::draw_heatmap, m)?)?;
+    m.add_function(wrap_pyfunction!(attention::decay, m)?)?;
+    m.add_function(wrap_pyfunction!(attention::probe, m)?)?;
     m.add("DEFAULT_PLACEHOLDER", ctxprune::mask::masker::DEFAULT_PLACEHOLDER)?;
     Ok(())
 }

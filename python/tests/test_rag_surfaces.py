@@ -37,12 +37,13 @@ def query():
 
 
 class Server:
-    """`ctxprune serve --model DIR` on 127.0.0.1, a free port; stopped on exit."""
+    """`ctxprune serve [--model minilm=DIR]` on 127.0.0.1, a free port; stopped on exit."""
 
-    def __init__(self, model):
+    def __init__(self, model=None):
         env = dict(os.environ, CTXPRUNE_BACKEND="cpu")
+        extra = [] if model is None else ["--model", f"minilm={model}"]
         self.p = subprocess.Popen(
-            [str(cli_path()), "serve", "--addr", "127.0.0.1:0", "--quiet", "--model", f"minilm={model}"],
+            [str(cli_path()), "serve", "--addr", "127.0.0.1:0", "--quiet", *extra],
             stderr=subprocess.PIPE, text=True, env=env,
         )
         for line in self.p.stderr:

@@ -340,6 +340,10 @@ async fn embed(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
     compute(s, move |s, c| text::embed(s, &body, c)).await
 }
 
+async fn attention_decay(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
+    compute(s, move |s, _| api::attention_decay(s, &body)).await
+}
+
 async fn models(State(s): State<Arc<Shared>>) -> axum::Json<Value> {
     axum::Json(text::models(&s))
 }
@@ -578,6 +582,7 @@ fn routes(shared: Arc<Shared>) -> Router {
         .route("/v1/mask", post(mask))
         .route("/v1/embed", post(embed))
         .route("/v1/models", get(models))
+        .route("/v1/attention/decay", post(attention_decay))
         .route("/v1/cost/flops", post(flops))
         .route("/v1/cost/etc", post(etc))
         .route("/v1/cost/plan", post(plan))

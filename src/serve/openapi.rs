@@ -125,6 +125,10 @@ pub fn document() -> Value {
     );
     let embedded = json!({"type": "object", "required": ["model", "dim", "rows", "embeddings"], "properties": {
         "model": string(), "dim": count(), "rows": count(), "embeddings": embeddings()}});
+    let decay = body(
+        json!({"masses": {"type": "array", "items": any_object()}}),
+        &["masses"],
+    );
     let models = json!({"type": "object", "required": ["models"], "properties": {"models": {"type": "array",
         "items": {"type": "object", "properties": {"name": string(), "dim": count(), "max_seq_length": count(),
             "normalize": {"type": "boolean"}, "pooling": strings()}}}}});
@@ -174,6 +178,8 @@ pub fn document() -> Value {
             "/v1/mask": {"post": op("Mask stale tool observations (ctxprune mask)", mask,
                 responses(json!({"type": "object", "properties": {"messages": {}, "stats": any_object()}}), &[]))},
             "/v1/embed": {"post": op("Embed texts with a model loaded at start (ctxprune embed)", embed, responses(embedded, &[]))},
+            "/v1/attention/decay": {"post": op("Decay curves over attention masses (ctxprune attention decay)", decay,
+                responses(json!({"type": "object", "properties": {"edges": nums(), "steps": count(), "roles": {"type": "array"}}}), &[]))},
             "/v1/models": {"get": {"summary": "The sentence encoders this server loaded (--model)", "responses": {"200": ok(models)}}},
             "/v1/cost/flops": {"post": op("FLOPs per decoded token", flops,
                 responses(json!({"type": "object", "properties": {"gflops_per_token": num(), "per_layer": nums()}}), &[]))},
