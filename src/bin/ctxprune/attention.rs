@@ -49,7 +49,7 @@ pub struct BenchArgs {
     /// Seed of the synthetic tensors.
     #[arg(long, default_value_t = 7)]
     seed: u64,
-    /// auto, cpu or cuda.
+    /// auto, cpu or cuda (the CTXPRUNE_BACKEND variable, cpu, cuda or auto, overrides auto).
     #[arg(long, default_value = "auto")]
     backend: String,
 }
@@ -82,7 +82,7 @@ pub struct MassArgs {
     /// Head dimension of 2-D tensors (else the file's __metadata__ head_dim).
     #[arg(long)]
     head_dim: Option<usize>,
-    /// auto, cpu or cuda.
+    /// auto, cpu or cuda (the CTXPRUNE_BACKEND variable, cpu, cuda or auto, overrides auto).
     #[arg(long, default_value = "auto")]
     backend: String,
     /// Write every step's S^(r) (and span masses) as JSON here (the input of `attention decay`).

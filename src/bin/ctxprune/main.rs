@@ -109,7 +109,7 @@ struct MakePoolArgs {
 
 #[derive(clap::Args)]
 struct DemoArgs {
-    /// auto, cpu or cuda.
+    /// auto, cpu or cuda (the CTXPRUNE_BACKEND variable, cpu, cuda or auto, overrides auto).
     #[arg(long, default_value = "auto")]
     backend: String,
 }
@@ -299,4 +299,37 @@ pub(crate) fn open_engine(flag: &str) -> Result<Opened> {
             Opened { engine, note }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// `--help` of every subcommand says what each of its inputs is: no argument, flag or
+    /// positional, without a help line.
+    #[test]
+    fn every_input_of_every_subcommand_has_help() {
+        fn walk(c: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in c.get_arguments() {
+                let id = a.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if a.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for s in c.get_subcommands() {
+                if s.get_about().is_none() {
+                    missing.push(format!("{path} {} (no about)", s.get_name()));
+                }
+                walk(s, &format!("{path} {}", s.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(
+            &<super::Cli as clap::CommandFactory>::command(),
+            "ctxprune",
+            &mut missing,
+        );
+        assert!(missing.is_empty(), "inputs without help: {missing:?}");
+    }
 }

@@ -101,7 +101,7 @@ pub struct RerankArgs {
     /// boundary-morph, bagel, rgs, rgs-simple).
     #[arg(long)]
     pub row_precision: Option<String>,
-    /// auto, cpu or cuda.
+    /// auto, cpu or cuda (the CTXPRUNE_BACKEND variable, cpu, cuda or auto, overrides auto).
     #[arg(long, default_value = "auto")]
     pub backend: String,
 }

@@ -64,7 +64,7 @@ pub struct SelectArgs {
     #[cfg(feature = "embed")]
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// auto, cpu or cuda.
+    /// auto, cpu or cuda (the CTXPRUNE_BACKEND variable, cpu, cuda or auto, overrides auto).
     #[arg(long, default_value = "auto")]
     pub backend: String,
 }

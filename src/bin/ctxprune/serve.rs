@@ -11,7 +11,7 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: String,
-    /// auto, cpu or cuda.
+    /// auto, cpu or cuda (the CTXPRUNE_BACKEND variable, cpu, cuda or auto, overrides auto).
     #[arg(long, default_value = "auto")]
     pub backend: String,
     /// Largest request body in bytes (413 above) [default: 67108864].
