@@ -44,6 +44,13 @@ impl HfTokenizer {
             tk: load_tokenizer(path)?,
         })
     }
+
+    /// The tokenizer itself (for token offsets, as [`crate::attention::segment`] reads
+    /// them).
+    #[must_use]
+    pub fn tokenizer(&self) -> &tokenizers::Tokenizer {
+        &self.tk
+    }
 }
 
 /// A HuggingFace `tokenizer.json`, the one way the crate reads one: through the file
@@ -63,6 +70,14 @@ pub fn load_tokenizer(path: &std::path::Path) -> Result<tokenizers::Tokenizer> {
             ),
         )
     })
+}
+
+impl std::fmt::Debug for HfTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HfTokenizer")
+            .field("vocab_size", &self.tk.get_vocab_size(true))
+            .finish()
+    }
 }
 
 impl TokenCounter for HfTokenizer {

@@ -215,7 +215,7 @@ fn an_encoder_directory_refuses_repeated_keys_in_each_file() {
     let e = SentenceEncoder::load(d.path()).unwrap_err();
     names(&e, "type", &tok, None);
     // The same reader serves `--tokenizer FILE.json` (mask, probe) and `attention segment`.
-    let e = ctxprune::tokens::HfTokenizer::load(&tok).err().expect("an error");
+    let e = ctxprune::tokens::HfTokenizer::load(&tok).expect_err("an error");
     names(&e, "type", &tok, None);
     crate::sizes::tiny_bert(d.path(), 1, "1", |t| t);
     let st = d.path().join("model.safetensors");

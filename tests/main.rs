@@ -41,6 +41,8 @@ mod scorers;
 #[cfg(feature = "serve")]
 mod serve;
 #[cfg(feature = "serve")]
+mod serve_attention;
+#[cfg(feature = "serve")]
 mod serve_hostile;
 #[cfg(feature = "embed")]
 mod sizes;

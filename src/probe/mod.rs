@@ -51,161 +51,20 @@
 //! assert_eq!(auc, Some(0.875));
 //! ```
 
+pub mod dataset;
 pub mod features;
 pub mod fit;
 pub mod folds;
+pub mod labels;
 
+pub use dataset::{build, build_from, BadUrl, Dataset, Query, Skipped, TargetKind, UnansweredTurn};
 pub use features::{ToolKinds, Trace, FEATURES};
+pub use labels::{load_labels, parse_inline, parse_labels, Label};
 
 use crate::error::{Error, Result};
-use crate::rng::Rng;
 use crate::tokens::TokenCounter;
 use serde::Serialize;
-use serde_json::Value;
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-
-/// One line of `labels.jsonl`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Label {
-    /// The query id (unique).
-    pub id: String,
-    /// The No-CM trajectory file, relative to the trajectories directory.
-    pub trajectory: String,
-    /// Gold URLs, normalised; when present the target is the evidence SNR.
-    pub gold: Option<Vec<String>>,
-    /// Cited URLs, normalised; when present (and `gold` is not) they are the proxy's `C`.
-    pub cited: Option<Vec<String>>,
-    /// Whether CM rescued the query (No-CM wrong → CM correct).
-    pub rescued: bool,
-    /// The line it was read from (1-based).
-    pub line: usize,
-}
-
-/// The fields a label line may have.
-const LABEL_FIELDS: &str = "id, trajectory, rescued, gold, cited";
-
-/// A normalised URL list field, or an error naming the line and element.
-fn url_list(source: &Path, line: usize, key: &str, v: &Value) -> Result<Option<Vec<String>>> {
-    let bad = |msg: String| Error::format(source, format!("line {line}: field \"{key}\": {msg}"));
-    match v {
-        Value::Null => Ok(None),
-        Value::Array(a) => a
-            .iter()
-            .enumerate()
-            .map(|(i, u)| {
-                let s = u.as_str().ok_or_else(|| {
-                    Error::format(
-                        source,
-                        format!(
-                            "line {line}: field \"{key}\"[{i}]: expected a URL string, got {}",
-                            crate::io::json_type(u)
-                        ),
-                    )
-                })?;
-                crate::mask::pages::normalize_url(s).map_err(|e| {
-                    let msg = match e {
-                        Error::InvalidArgument { msg, .. } => msg,
-                        e => e.to_string(),
-                    };
-                    Error::format(source, format!("line {line}: field \"{key}\"[{i}]: {msg}"))
-                })
-            })
-            .collect::<Result<Vec<_>>>()
-            .map(Some),
-        other => Err(bad(format!(
-            "expected an array of URLs, got {}",
-            crate::io::json_type(other)
-        ))),
-    }
-}
-
-/// Parses `labels.jsonl` text (`source` names it in errors). One JSON object per line:
-/// `{"id": "q17", "trajectory": "q17.json", "gold": [..], "cited": [..], "rescued": true}`
-/// with `id`, `trajectory` (non-empty strings) and `rescued` (a boolean) required, `gold`
-/// and `cited` optional (arrays of absolute URLs, or null). Blank lines are skipped. An
-/// unknown field is an error (a misspelt `gold` must not silently turn the target into
-/// the proxy), as is a duplicate id. Errors name the file, the line (1-based) and the
-/// field.
-pub fn parse_labels(source: &Path, text: &str) -> Result<Vec<Label>> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut out: Vec<Label> = Vec::new();
-    let mut ids: HashMap<String, usize> = HashMap::new();
-    for (k, raw) in text.lines().enumerate() {
-        let line = k + 1;
-        if raw.trim().is_empty() {
-            continue;
-        }
-        let at = |msg: String| Error::format(source, format!("line {line}: {msg}"));
-        let v = crate::io::json::value_str(raw).map_err(|e| at(format!("not valid JSON: {e}")))?;
-        let Value::Object(o) = &v else {
-            return Err(at(format!(
-                "expected a JSON object, got {}",
-                crate::io::json_type(&v)
-            )));
-        };
-        if let Some(k) = o
-            .keys()
-            .find(|k| !LABEL_FIELDS.split(", ").any(|f| f == k.as_str()))
-        {
-            return Err(at(format!(
-                "unknown field \"{k}\" (the fields are {LABEL_FIELDS})"
-            )));
-        }
-        let string = |key: &str| -> Result<String> {
-            match o.get(key) {
-                None => Err(at(format!("field \"{key}\": missing"))),
-                Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
-                Some(Value::String(_)) => Err(at(format!("field \"{key}\": is empty"))),
-                Some(other) => Err(at(format!(
-                    "field \"{key}\": expected a string, got {}",
-                    crate::io::json_type(other)
-                ))),
-            }
-        };
-        let id = string("id")?;
-        let trajectory = string("trajectory")?;
-        let rescued = match o.get("rescued") {
-            None => return Err(at("field \"rescued\": missing".into())),
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                return Err(at(format!(
-                    "field \"rescued\": expected true or false, got {}",
-                    crate::io::json_type(other)
-                )))
-            }
-        };
-        let gold = o
-            .get("gold")
-            .map_or(Ok(None), |v| url_list(source, line, "gold", v))?;
-        let cited = o
-            .get("cited")
-            .map_or(Ok(None), |v| url_list(source, line, "cited", v))?;
-        if let Some(first) = ids.insert(id.clone(), line) {
-            return Err(at(format!("field \"id\": '{id}' is also the id on line {first}")));
-        }
-        out.push(Label {
-            id,
-            trajectory,
-            gold,
-            cited,
-            rescued,
-            line,
-        });
-    }
-    if out.is_empty() {
-        return Err(Error::format(source, "no labels (every line is blank)"));
-    }
-    Ok(out)
-}
-
-/// Reads and parses a labels file ([`parse_labels`]).
-pub fn load_labels(path: &Path) -> Result<Vec<Label>> {
-    parse_labels(
-        path,
-        &crate::io::file::read_text(path, crate::limits::TEXT_FILE_BYTES)?,
-    )
-}
+use std::path::Path;
 
 /// The probe's settings.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -255,235 +114,6 @@ impl Options {
             open: self.open_tools.clone(),
         }
     }
-}
-
-/// What a query's target is computed against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TargetKind {
-    /// Evidence SNR against the label's gold URLs.
-    GoldSnr,
-    /// Citation proxy against the label's `cited` list.
-    CitedList,
-    /// Citation proxy against the URLs of the final assistant message.
-    FinalAnswer,
-}
-
-/// One query with its sampled prefixes.
-#[derive(Clone, Debug)]
-pub struct Query {
-    /// The id.
-    pub id: String,
-    /// The rescue label.
-    pub rescued: bool,
-    /// The target's kind.
-    pub target: TargetKind,
-    /// The size of `C` for a citation proxy (0 for the gold SNR).
-    pub cited: usize,
-    /// The trace.
-    pub trace: Trace,
-    /// Sampled prefixes (sorted, 1-based).
-    pub prefixes: Vec<usize>,
-    /// Their features.
-    pub features: Vec<[f64; 10]>,
-    /// Their targets.
-    pub y: Vec<f64>,
-}
-
-/// A query left out, and why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Skipped {
-    /// The id.
-    pub id: String,
-    /// Why.
-    pub reason: String,
-}
-
-/// A tool-call turn with no answered call: not counted as a turn.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct UnansweredTurn {
-    /// The query.
-    pub id: String,
-    /// Index of its assistant message in the trajectory's message list (0-based).
-    pub message: usize,
-    /// Its calls' tool names.
-    pub tools: Vec<String>,
-    /// Whether it is the trajectory's last tool-call turn.
-    pub last: bool,
-}
-
-/// A URL-like string that did not parse.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct BadUrl {
-    /// The query.
-    pub id: String,
-    /// Tool-observation turn (1-based, as prefixes count them), 0 for the final answer.
-    pub turn: usize,
-    /// The string.
-    pub url: String,
-    /// Why it was refused.
-    pub why: String,
-}
-
-/// The queries, before any fit.
-#[derive(Clone, Debug)]
-pub struct Dataset {
-    /// Queries with at least one turn, in label order.
-    pub queries: Vec<Query>,
-    /// Queries left out (no tool-observation turns).
-    pub skipped: Vec<Skipped>,
-    /// Tool-call turns with no answered call (not counted as turns), of every query,
-    /// skipped or not.
-    pub unanswered: Vec<UnansweredTurn>,
-    /// `.json` files under the trajectories directory that no label names.
-    pub unlabelled: Vec<String>,
-    /// Unparsable URL-like strings, skipped.
-    pub bad_urls: Vec<BadUrl>,
-}
-
-/// `.json` files under `dir` (up to 8 levels, symbolic links to directories not
-/// followed), as paths.
-fn json_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
-    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    for entry in rd {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let p = entry.path();
-        let ft = entry.file_type().map_err(|e| Error::io(&p, e))?;
-        if ft.is_dir() {
-            if depth < 8 {
-                json_files(&p, depth + 1, out)?;
-            }
-        } else if p.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
-            out.push(p);
-        }
-    }
-    Ok(())
-}
-
-/// Reads every labelled trajectory under `dir`, traces it, samples its prefixes and
-/// computes their features and targets. `labels_path` names the labels in errors: a
-/// label naming a file that does not exist, or the same file as another label, is an
-/// error naming its line and the field `trajectory`; a trajectory that does not parse is
-/// an error naming the trajectory file. A trajectory with no tool-observation turns is
-/// skipped (reported); tool-call turns with no answered call are not counted (reported);
-/// `.json` files no label names are reported.
-pub fn build(
-    dir: &Path,
-    labels_path: &Path,
-    labels: &[Label],
-    opts: &Options,
-    counter: &dyn TokenCounter,
-) -> Result<Dataset> {
-    opts.check()?;
-    // The directory contract: a FIFO or a device given as the directory is refused by
-    // what it is; the trajectories inside go through the file contract.
-    crate::io::file::dir(dir).map_err(|e| match e {
-        Error::Format { .. } => Error::invalid("trajectories", e.to_string()),
-        e => e,
-    })?;
-    let kinds = opts.tools();
-    let mut named: HashMap<PathBuf, usize> = HashMap::new();
-    let mut queries = Vec::new();
-    let mut skipped = Vec::new();
-    let mut bad_urls = Vec::new();
-    let mut unanswered = Vec::new();
-    for l in labels {
-        let at = |msg: String| {
-            Error::format(
-                labels_path,
-                format!("line {}: field \"trajectory\": {msg}", l.line),
-            )
-        };
-        let path = dir.join(&l.trajectory);
-        if !crate::io::file::exists(&path).unwrap_or(false) {
-            return Err(at(format!(
-                "{} does not exist (the path is relative to the trajectories directory {})",
-                path.display(),
-                dir.display()
-            )));
-        }
-        let canon = std::fs::canonicalize(&path).map_err(|e| Error::io(&path, e))?;
-        if let Some(first) = named.insert(canon, l.line) {
-            return Err(at(format!(
-                "'{}' is also the trajectory of line {first}",
-                l.trajectory
-            )));
-        }
-        let text = crate::io::file::read_text(&path, crate::limits::TEXT_FILE_BYTES)?;
-        let traj =
-            crate::mask::Trajectory::parse(&text, None).map_err(|e| Error::format(&path, e.to_string()))?;
-        let trace = features::trace(&traj, &kinds, counter);
-        bad_urls.extend(trace.bad_urls.iter().map(|b| BadUrl {
-            id: l.id.clone(),
-            turn: b.turn,
-            url: b.url.clone(),
-            why: b.why.clone(),
-        }));
-        unanswered.extend(trace.unanswered.iter().map(|u| UnansweredTurn {
-            id: l.id.clone(),
-            message: u.message,
-            tools: u.tools.clone(),
-            last: u.last,
-        }));
-        if trace.is_empty() {
-            let reason = match trace.unanswered.len() {
-                0 => "no tool-observation turns".to_string(),
-                1 => "no tool-observation turns (its one tool-call turn was never answered)".to_string(),
-                m => format!("no tool-observation turns (none of its {m} tool-call turns was answered)"),
-            };
-            skipped.push(Skipped {
-                id: l.id.clone(),
-                reason,
-            });
-            continue;
-        }
-        let mut rng = Rng::new(features::query_seed(opts.seed, &l.id));
-        let prefixes = features::sample_prefixes(trace.len(), opts.prefixes, &mut rng);
-        let all = features::all_prefix_features(&trace);
-        let feats: Vec<[f64; 10]> = prefixes.iter().map(|&t| all[t - 1]).collect();
-        let (target, cited_urls) = match (&l.gold, &l.cited) {
-            (Some(_), _) => (TargetKind::GoldSnr, Vec::new()),
-            (None, Some(c)) => (TargetKind::CitedList, c.clone()),
-            (None, None) => (TargetKind::FinalAnswer, trace.answer_urls.clone()),
-        };
-        let y = prefixes
-            .iter()
-            .map(|&t| match &l.gold {
-                Some(g) => features::snr_target(&trace, t, g),
-                None => Ok(features::citation_target(&trace, t, &cited_urls)),
-            })
-            .collect::<Result<Vec<f64>>>()?;
-        queries.push(Query {
-            id: l.id.clone(),
-            rescued: l.rescued,
-            target,
-            cited: cited_urls.len(),
-            trace,
-            prefixes,
-            features: feats,
-            y,
-        });
-    }
-    let mut files = Vec::new();
-    json_files(dir, 0, &mut files)?;
-    let labels_canon = std::fs::canonicalize(labels_path).ok();
-    let mut unlabelled: Vec<String> = files
-        .into_iter()
-        .filter(|p| {
-            let c = std::fs::canonicalize(p).ok();
-            c.as_ref()
-                .is_none_or(|c| !named.contains_key(c) && Some(c) != labels_canon.as_ref())
-        })
-        .map(|p| p.strip_prefix(dir).unwrap_or(&p).display().to_string())
-        .collect();
-    unlabelled.sort();
-    Ok(Dataset {
-        queries,
-        skipped,
-        unanswered,
-        unlabelled,
-        bad_urls,
-    })
 }
 
 /// One sampled prefix in the report.
@@ -681,6 +311,17 @@ pub fn fit(ds: &Dataset, opts: &Options) -> Result<Report> {
 pub fn probe(dir: &Path, labels_path: &Path, opts: &Options, counter: &dyn TokenCounter) -> Result<Report> {
     let labels = load_labels(labels_path)?;
     let ds = build(dir, labels_path, &labels, opts, counter)?;
+    fit(&ds, opts)
+}
+
+/// The whole probe over labelled trajectories given in memory ([`parse_inline`],
+/// [`build_from`]): the request form of `POST /v1/probe`.
+pub fn probe_inline(
+    items: &[(Label, crate::mask::Trajectory)],
+    opts: &Options,
+    counter: &dyn TokenCounter,
+) -> Result<Report> {
+    let ds = build_from(items, opts, counter)?;
     fit(&ds, opts)
 }
 

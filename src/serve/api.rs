@@ -618,22 +618,3 @@ pub fn put_pool(s: &Shared, name: &str, body: &[u8]) -> Result<Value, ApiError> 
     s.admit(&format!("pool '{name}'"), estimate::pool(e.rows(), e.dim()))?;
     s.pools.put(&s.engine, name, e)
 }
-
-/// `POST /v1/attention/decay`: `{"masses": [...]}` (the objects `ctxprune attention mass
-/// --json` writes, one per trajectory) -> the decay curves (`attention decay --json`).
-pub fn attention_decay(s: &Shared, body: &[u8]) -> Result<Value, ApiError> {
-    let mut f = s.fields(body)?;
-    let masses = f
-        .raw("masses")
-        .ok_or_else(|| Error::invalid("masses", "required"))?;
-    f.done()?;
-    s.admit("reading these masses", estimate::json(&Fields::scan(masses)))?;
-    let masses: Vec<crate::attention::Mass> = crate::io::json::from_str(masses).map_err(|m| {
-        Error::invalid(
-            "masses",
-            format!("not a list of masses (attention mass --json): {m}"),
-        )
-    })?;
-    let d = crate::attention::figures::decay(&masses)?;
-    serde_json::to_value(&d).map_err(|e| Error::invalid("decay", e.to_string()).into())
-}

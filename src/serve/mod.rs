@@ -24,6 +24,7 @@
 //! `/metrics`.
 
 mod api;
+mod attention;
 mod conn;
 mod metrics;
 pub mod openapi;
@@ -110,6 +111,12 @@ pub struct ServeConfig {
     /// limit instead of `max_work`. By default 262,144 (about 2,000 passages of 128
     /// tokens; all-MiniLM-L6-v2 embeds some 2,000 tokens a second per core).
     pub max_embed_tokens: usize,
+    /// HuggingFace tokenizer.json files requests may name (`"tokenizer"`), loaded once at
+    /// start: they count texts for a token budget beside the built-in o200k_base,
+    /// cl100k_base and approx, and segment prompts (`POST /v1/attention/segment`, which
+    /// needs the attended model's own tokenizer). The server reads no file a request
+    /// names. By default none.
+    pub tokenizers: Vec<(String, Arc<crate::tokens::HfTokenizer>)>,
 }
 
 impl Default for ServeConfig {
@@ -134,6 +141,7 @@ impl Default for ServeConfig {
             log: true,
             models: Vec::new(),
             max_embed_tokens: 1 << 18,
+            tokenizers: Vec::new(),
         }
     }
 }
@@ -156,10 +164,21 @@ pub struct Shared {
 impl Shared {
     /// A named token counter (`o200k_base`, `cl100k_base`, `approx`), loaded once.
     fn counter(&self, name: &str) -> crate::Result<Arc<dyn TokenCounter>> {
+        if let Some((_, t)) = self.cfg.tokenizers.iter().find(|(n, _)| n == name) {
+            return Ok(t.clone());
+        }
         if !matches!(name, "o200k_base" | "cl100k_base" | "approx") {
+            let loaded: Vec<&str> = self.cfg.tokenizers.iter().map(|(n, _)| n.as_str()).collect();
+            let loaded = if loaded.is_empty() {
+                String::new()
+            } else {
+                format!(", and the loaded {}", loaded.join(", "))
+            };
             return Err(Error::invalid(
                 "tokenizer",
-                format!("unknown tokenizer '{name}' (o200k_base, cl100k_base, approx; the server reads no tokenizer file)"),
+                format!(
+                    "unknown tokenizer '{name}' (o200k_base, cl100k_base, approx{loaded}; the server reads no file a request names: load one with --tokenizer NAME=FILE)"
+                ),
             ));
         }
         let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
@@ -340,8 +359,16 @@ async fn embed(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
     compute(s, move |s, c| text::embed(s, &body, c)).await
 }
 
+async fn attention_segment(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
+    compute(s, move |s, _| attention::segment(s, &body)).await
+}
+
 async fn attention_decay(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
-    compute(s, move |s, _| api::attention_decay(s, &body)).await
+    compute(s, move |s, _| attention::decay(s, &body)).await
+}
+
+async fn probe(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
+    compute(s, move |s, _| attention::probe(s, &body)).await
 }
 
 async fn models(State(s): State<Arc<Shared>>) -> axum::Json<Value> {
@@ -582,7 +609,9 @@ fn routes(shared: Arc<Shared>) -> Router {
         .route("/v1/mask", post(mask))
         .route("/v1/embed", post(embed))
         .route("/v1/models", get(models))
+        .route("/v1/attention/segment", post(attention_segment))
         .route("/v1/attention/decay", post(attention_decay))
+        .route("/v1/probe", post(probe))
         .route("/v1/cost/flops", post(flops))
         .route("/v1/cost/etc", post(etc))
         .route("/v1/cost/plan", post(plan))

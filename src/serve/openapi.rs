@@ -18,6 +18,10 @@ fn strings() -> Value {
 fn nums() -> Value {
     json!({"type": "array", "items": {"type": "number"}})
 }
+/// A tokenizer's name: o200k_base, cl100k_base, approx, or one loaded with `--tokenizer`.
+fn tokenizer() -> Value {
+    json!({"type": "string", "description": "o200k_base, cl100k_base, approx, or the NAME of a serve --tokenizer NAME=FILE"})
+}
 fn enumerated(values: &[&str]) -> Value {
     json!({"type": "string", "enum": values})
 }
@@ -81,7 +85,7 @@ pub fn document() -> Value {
             "k": count(), "token_budget": num(), "threshold": num(), "lambda": num(), "weights": nums(),
             "costs": nums(), "retained": {"type": "array", "items": count()},
             "texts": strings(), "query_text": string(), "model": string(),
-            "tokenizer": enumerated(&["o200k_base", "cl100k_base", "approx"]),
+            "tokenizer": tokenizer(),
         }),
         &["method"],
     );
@@ -97,7 +101,7 @@ pub fn document() -> Value {
             "row_precision": enumerated(&["f32", "bf16", "f16"]),
             "oracle_scores": nums(), "oracle_url": string(), "oracle_api": enumerated(&["tei", "cohere"]),
             "oracle_timeout": num(), "texts": strings(), "query_text": string(), "model": string(),
-            "tokenizer": enumerated(&["o200k_base", "cl100k_base", "approx"]),
+            "tokenizer": tokenizer(),
         }),
         &["budget", "capacity"],
     );
@@ -112,7 +116,7 @@ pub fn document() -> Value {
             "edit": any_object(), "unit": enumerated(&["turns", "tool_uses"]),
             "anchor": enumerated(&["window", "start"]), "hold": {"type": "boolean"},
             "clear_tool_inputs": {"type": "boolean"},
-            "tokenizer": enumerated(&["o200k_base", "cl100k_base", "approx"]),
+            "tokenizer": tokenizer(),
             "model": string(),
             "semantic_method": enumerated(&["grn", "mmr", "centroid", "dpp", "coverage"]),
             "semantic_tau": num(), "query_text": string(),
@@ -128,6 +132,22 @@ pub fn document() -> Value {
     let decay = body(
         json!({"masses": {"type": "array", "items": any_object()}}),
         &["masses"],
+    );
+    let segment = body(
+        json!({"prompt": string(), "tokenizer": string(), "template": enumerated(&["qwen"])}),
+        &["prompt"],
+    );
+    let segmentation = json!({"type": "object", "required": ["n_tokens", "turns", "steps", "spans"], "properties": {
+        "n_tokens": count(), "turns": count(), "steps": {"type": "array", "items": count()},
+        "spans": {"type": "array", "items": any_object()}}});
+    let labelled = json!({"type": "object", "required": ["id", "trajectory", "rescued"], "additionalProperties": false,
+        "properties": {"id": string(), "trajectory": {"oneOf": [{"type": "array", "items": any_object()}, any_object()]},
+            "rescued": {"type": "boolean"},
+            "gold": {"type": ["array", "null"], "items": string()}, "cited": {"type": ["array", "null"], "items": string()}}});
+    let probe = body(
+        json!({"queries": {"type": "array", "items": labelled}, "prefixes": count(), "folds": count(),
+               "seed": count(), "search_tools": strings(), "open_tools": strings(), "tokenizer": tokenizer()}),
+        &["queries"],
     );
     let models = json!({"type": "object", "required": ["models"], "properties": {"models": {"type": "array",
         "items": {"type": "object", "properties": {"name": string(), "dim": count(), "max_seq_length": count(),
@@ -180,6 +200,10 @@ pub fn document() -> Value {
             "/v1/embed": {"post": op("Embed texts with a model loaded at start (ctxprune embed)", embed, responses(embedded, &[]))},
             "/v1/attention/decay": {"post": op("Decay curves over attention masses (ctxprune attention decay)", decay,
                 responses(json!({"type": "object", "properties": {"edges": nums(), "steps": count(), "roles": {"type": "array"}}}), &[]))},
+            "/v1/attention/segment": {"post": op("Cut a rendered prompt into (turn, role) token spans (ctxprune attention segment)", segment,
+                responses(segmentation, &[]))},
+            "/v1/probe": {"post": op("The SNR probe over labelled trajectories given inline (ctxprune probe --json)", probe,
+                responses(any_object(), &[]))},
             "/v1/models": {"get": {"summary": "The sentence encoders this server loaded (--model)", "responses": {"200": ok(models)}}},
             "/v1/cost/flops": {"post": op("FLOPs per decoded token", flops,
                 responses(json!({"type": "object", "properties": {"gflops_per_token": num(), "per_layer": nums()}}), &[]))},

@@ -20,32 +20,46 @@ use serde_json::{json, Value};
 /// Texts per forward pass, as `ctxprune embed`'s default.
 const BATCH: usize = 32;
 
-/// The encoder a request names (`"model"`), or the server's only one.
-pub(super) fn encoder<'s>(
-    s: &'s Shared,
+/// The entry of `list` (what the server loaded at start) that a request names in
+/// `field`, or the list's only one when it names none; `none` is the error when the
+/// server loaded none and the request names none.
+pub(super) fn loaded<'s, T>(
+    list: &'s [(String, T)],
+    field: &str,
     name: Option<&str>,
-) -> Result<&'s (String, SentenceEncoder), ApiError> {
-    let models = &s.cfg.models;
+    none: Error,
+) -> Result<&'s (String, T), ApiError> {
     let names = || {
-        models
-            .iter()
+        list.iter()
             .map(|(n, _)| n.as_str())
             .collect::<Vec<_>>()
             .join(", ")
     };
     match name {
-        None if models.len() == 1 => Ok(&models[0]),
-        None if models.is_empty() => Err(Error::invalid(
-            "texts",
-            "this server has no model to embed texts (start it with --model DIR), or give `embeddings` or a `pool`",
-        )
-        .into()),
-        None => Err(Error::invalid("model", format!("required: this server has several ({})", names())).into()),
-        Some(n) => models.iter().find(|(m, _)| m == n).ok_or_else(|| {
-            let have = if models.is_empty() { "none".to_string() } else { names() };
-            Error::invalid("model", format!("unknown model '{n}' (this server has: {have})")).into()
+        None if list.len() == 1 => Ok(&list[0]),
+        None if list.is_empty() => Err(none.into()),
+        None => Err(Error::invalid(field, format!("required: this server has several ({})", names())).into()),
+        Some(n) => list.iter().find(|(m, _)| m == n).ok_or_else(|| {
+            let have = if list.is_empty() {
+                "none".to_string()
+            } else {
+                names()
+            };
+            Error::invalid(field, format!("unknown {field} '{n}' (this server has: {have})")).into()
         }),
     }
+}
+
+/// The encoder a request names (`"model"`), or the server's only one.
+pub(super) fn encoder<'s>(
+    s: &'s Shared,
+    name: Option<&str>,
+) -> Result<&'s (String, SentenceEncoder), ApiError> {
+    let none = Error::invalid(
+        "texts",
+        "this server has no model to embed texts (start it with --model DIR), or give `embeddings` or a `pool`",
+    );
+    loaded(&s.cfg.models, "model", name, none)
 }
 
 /// Embeds `texts` with `enc` once they are admitted (`what` names the work in a

@@ -3,6 +3,7 @@
 use super::open_engine;
 use ctxprune::serve::{serve, shutdown_signal, ServeConfig};
 use ctxprune::{Error, Result};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Every limit has a flag; the defaults are `ServeConfig::default()`'s.
@@ -68,16 +69,24 @@ pub struct ServeArgs {
     /// several are loaded).
     #[arg(long, value_name = "[NAME=]DIR")]
     pub model: Vec<String>,
+    /// A HuggingFace tokenizer.json to load at start, as NAME=FILE or FILE (named by the
+    /// file name without .json); repeat for several. Requests name it in "tokenizer": to
+    /// count texts for a token budget, and to segment prompts (POST
+    /// /v1/attention/segment, which needs the attended model's tokenizer).
+    #[arg(long, value_name = "[NAME=]FILE")]
+    pub tokenizer: Vec<String>,
     /// Most tokens one request may embed, special tokens included (422 above) [default: 262144].
     #[arg(long, allow_hyphen_values = true)]
     pub max_embed_tokens: Option<usize>,
 }
 
-/// `--model [NAME=]DIR` values, loaded; names unique, of letters, digits, `.`, `_`, `-`.
-fn models(specs: &[String]) -> Result<Vec<(String, ctxprune::embed::SentenceEncoder)>> {
-    let mut out: Vec<(String, ctxprune::embed::SentenceEncoder)> = Vec::new();
+/// `[NAME=]PATH` values of `flag`, named (by the path's last component, without the
+/// `.json` of a file, when no NAME is given); names unique, of letters, digits, `.`,
+/// `_`, `-`.
+fn named(specs: &[String], flag: &str) -> Result<Vec<(String, std::path::PathBuf)>> {
+    let mut out: Vec<(String, std::path::PathBuf)> = Vec::new();
     for spec in specs {
-        let (name, dir) = match spec.split_once('=') {
+        let (name, path) = match spec.split_once('=') {
             Some((n, d)) => (n.to_string(), std::path::PathBuf::from(d)),
             None => {
                 let d = std::path::PathBuf::from(spec);
@@ -85,6 +94,7 @@ fn models(specs: &[String]) -> Result<Vec<(String, ctxprune::embed::SentenceEnco
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
+                let n = n.strip_suffix(".json").map_or(n.clone(), str::to_string);
                 (n, d)
             }
         };
@@ -94,20 +104,43 @@ fn models(specs: &[String]) -> Result<Vec<(String, ctxprune::embed::SentenceEnco
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
         {
             return Err(Error::invalid(
-                "--model",
-                format!("'{spec}': the name must be letters, digits, '.', '_' or '-' (NAME=DIR)"),
+                flag,
+                format!("'{spec}': the name must be letters, digits, '.', '_' or '-' (NAME=PATH)"),
             ));
         }
         if out.iter().any(|(n, _)| *n == name) {
             return Err(Error::invalid(
-                "--model",
-                format!("the name '{name}' is given twice (name them apart: NAME=DIR)"),
+                flag,
+                format!("the name '{name}' is given twice (name them apart: NAME=PATH)"),
             ));
         }
-        let enc = super::embed::load(&dir)?;
-        out.push((name, enc));
+        out.push((name, path));
     }
     Ok(out)
+}
+
+/// `--model [NAME=]DIR` values, loaded.
+fn models(specs: &[String]) -> Result<Vec<(String, ctxprune::embed::SentenceEncoder)>> {
+    named(specs, "--model")?
+        .into_iter()
+        .map(|(name, dir)| Ok((name, super::embed::load(&dir)?)))
+        .collect()
+}
+
+/// `--tokenizer [NAME=]FILE` values, loaded; the built-in names are not taken.
+fn tokenizers(specs: &[String]) -> Result<Vec<(String, Arc<ctxprune::tokens::HfTokenizer>)>> {
+    named(specs, "--tokenizer")?
+        .into_iter()
+        .map(|(name, file)| {
+            if matches!(name.as_str(), "o200k_base" | "cl100k_base" | "approx") {
+                return Err(Error::invalid(
+                    "--tokenizer",
+                    format!("'{name}' is a built-in tokenizer's name: name the file apart (NAME=FILE)"),
+                ));
+            }
+            Ok((name, Arc::new(ctxprune::tokens::HfTokenizer::load(&file)?)))
+        })
+        .collect()
 }
 
 fn positive(v: Option<usize>, flag: &str) -> Result<Option<usize>> {
@@ -188,6 +221,7 @@ pub fn run(a: ServeArgs) -> Result<bool> {
     cfg.allow_oracle_urls = a.allow_oracle_urls;
     cfg.log = !a.quiet;
     cfg.models = models(&a.model)?;
+    cfg.tokenizers = tokenizers(&a.tokenizer)?;
     if let Some(t) = positive(a.max_embed_tokens, "--max-embed-tokens")? {
         if cfg.models.is_empty() {
             return Err(Error::invalid("--max-embed-tokens", "applies to --model"));
@@ -201,6 +235,7 @@ pub fn run(a: ServeArgs) -> Result<bool> {
     let opened = open_engine(&a.backend)?;
     opened.print_note();
     let cfg_models: Vec<String> = cfg.models.iter().map(|(n, _)| n.clone()).collect();
+    let cfg_tokenizers: Vec<String> = cfg.tokenizers.iter().map(|(n, _)| n.clone()).collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -216,6 +251,7 @@ pub fn run(a: ServeArgs) -> Result<bool> {
                 "listening": bound.to_string(),
                 "engine": opened.engine.describe(),
                 "models": cfg_models,
+                "tokenizers": cfg_tokenizers,
             })
         );
         serve(listener, opened.engine, cfg, shutdown_signal()).await
