@@ -124,7 +124,7 @@ pub mod check {
 /// Attention mass on a device (none exist in this build).
 pub(crate) fn attention_mass(
     d: &Device,
-    _qk: &crate::attention::Qk,
+    _qk: &crate::qk::Qk,
     _piece: &[u32],
     _np: usize,
 ) -> Result<Vec<f64>> {

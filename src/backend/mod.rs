@@ -356,7 +356,7 @@ impl Engine {
     /// softmax_j(Q·K/√d)`, an `R × np` row-major matrix. On a GPU the keys stream through
     /// in tiles with an online softmax (no `N × N` matrix); agreement with the CPU within
     /// 1e-6 relative.
-    pub fn attention_mass(&self, qk: &crate::attention::Qk, piece: &[u32], np: usize) -> Result<Vec<f64>> {
+    pub fn attention_mass(&self, qk: &crate::qk::Qk, piece: &[u32], np: usize) -> Result<Vec<f64>> {
         if piece.len() != qk.n_keys() {
             return Err(Error::DimensionMismatch {
                 what: "pieces vs keys".into(),

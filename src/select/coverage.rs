@@ -11,7 +11,7 @@
 //! Memory is O(N·k) instead of O(N²); time stays O(N²·d) for the exact neighbour search.
 
 use super::driver::Scorer;
-use super::scorers::Dense;
+use super::dense::Dense;
 use crate::backend::cpu;
 use crate::error::Result;
 use rayon::prelude::*;

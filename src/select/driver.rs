@@ -369,7 +369,8 @@ mod tests {
     use super::*;
     use crate::backend::picker::Rows;
     use crate::backend::Resident;
-    use crate::select::scorers::{Centroid, Dense, Dpp, Grn, Mmr};
+    use crate::select::dense::Dense;
+    use crate::select::scorers::{Centroid, Dpp, Grn, Mmr};
 
     struct Eager<'s, S: Scorer> {
         s: &'s mut S,

@@ -36,12 +36,14 @@
 //! ```
 
 mod coverage;
+mod dense;
 mod driver;
 mod estimate;
 pub mod judge;
 pub mod lexical;
 pub mod options;
 pub mod presets;
+mod hybrid;
 mod scorers;
 
 pub use driver::Stop;
@@ -53,7 +55,9 @@ use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use driver::{Facts, LazyPicker, Limits, Scorer};
-use scorers::{Centroid, Dense, Dpp, Grn, Hybrid, Mmr};
+use dense::Dense;
+use hybrid::Hybrid;
+use scorers::{Centroid, Dpp, Grn, Mmr};
 
 /// The scorers of SPEC §1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,71 +1,11 @@
-//! The embedding scorers of SPEC §1: MMR, GRN, centroid drift, DPP and the hybrid.
+//! The embedding scorers of SPEC §1: MMR, GRN, centroid drift and DPP (the hybrid, which
+//! adds coverage, is in `hybrid.rs`).
 //! Each is a [`Scorer`]: per-candidate caches refreshed with the picks made since, so a
 //! greedy step is O(new picks · d) per refreshed candidate.
 
-use super::coverage::Coverage;
+use super::dense::Dense;
 use super::driver::Scorer;
 use crate::backend::cpu::{self, orthonormal_extension};
-use crate::backend::picker::Rows;
-use crate::embeddings::Embeddings;
-
-/// Cosines over a pool of unit-normalised rows (SPEC: "computed on unit-normalized
-/// embeddings"), every inner product accumulated in `f64` and divided by the unit rows'
-/// exact `f64` norms: `cos(i, j) = <e~_i, e~_j> / (‖e~_i‖ ‖e~_j‖)`. Normalising first makes
-/// rows that differ only in scale bit-identical, so their scores tie exactly and the lower
-/// index wins; dividing by the exact norms keeps residuals of in-span vectors at ~1e-16.
-pub(crate) struct Dense<'a> {
-    pub e: &'a Embeddings,
-    pub inv: &'a [f64],
-    /// `cos(x, q)` for every row, when there is a query.
-    pub rel: Option<Vec<f64>>,
-}
-
-impl<'a> Dense<'a> {
-    /// The pool's unit rows with the relevance of every row to `query`.
-    pub fn new(rows: &Rows<'a>, query: Option<&[f32]>) -> crate::Result<Self> {
-        let e = rows.e;
-        let inv = rows.inv;
-        let rel = match query {
-            None => None,
-            Some(q) => {
-                // Only checked: relevance divides by the query's exact norm, and scaling
-                // the query scales every candidate's relevance alike.
-                crate::embeddings::unit_vector(q, "query")?;
-                let inv_q = 1.0 / cpu::dot(q, q).sqrt();
-                let mut r = vec![0.0; e.rows()];
-                cpu::matvec(e.as_slice(), e.dim(), q, &mut r);
-                r.iter_mut().zip(inv).for_each(|(v, &i)| *v *= i * inv_q);
-                Some(r)
-            }
-        };
-        Ok(Dense { e, inv, rel })
-    }
-
-    /// The pool's unit rows with relevance already computed (by
-    /// [`crate::Embeddings::unit_rows`], in the pass that made the rows): the same
-    /// numbers [`Dense::new`] computes.
-    pub fn with_rel(rows: &Rows<'a>, rel: Vec<f64>) -> Self {
-        Dense {
-            e: rows.e,
-            inv: rows.inv,
-            rel: Some(rel),
-        }
-    }
-
-    #[inline]
-    pub fn cos(&self, x: usize, y: usize) -> f64 {
-        cpu::dot(self.e.row(x), self.e.row(y)) * self.inv[x] * self.inv[y]
-    }
-
-    /// `w(x) = max(cos(x, q), 0)` for every row with a query, `w(x) = 1` without one
-    /// (SPEC §1: diversity alone).
-    pub fn weights(&self) -> Vec<f64> {
-        self.rel.as_ref().map_or_else(
-            || vec![1.0; self.e.rows()],
-            |r| r.iter().map(|&c| c.max(0.0)).collect(),
-        )
-    }
-}
 
 /// What MMR needs of a similarity: relevance to the query and pairwise similarity.
 pub(crate) trait Similarity: Sync {
@@ -341,38 +281,5 @@ impl Scorer for Centroid<'_> {
     }
     fn monotone(&self) -> bool {
         false
-    }
-}
-
-/// Combined / hybrid: `alpha·cos(x,q) + beta·V_GRN + gamma·V_SC`, plain signed weights.
-pub(crate) struct Hybrid<'a> {
-    pub grn: Grn<'a>,
-    pub cov: Coverage<'a>,
-    pub w: [f64; 3],
-}
-
-impl Scorer for Hybrid<'_> {
-    type Cand = Resid;
-    fn cand(&self, x: usize) -> Resid {
-        self.grn.cand(x)
-    }
-    fn refresh(&self, x: usize, c: &mut Resid) -> f64 {
-        let rel = self.grn.d.rel.as_ref().map_or(0.0, |r| r[x]);
-        let [a, b, g] = self.w;
-        let grn = if b == 0.0 { 0.0 } else { self.grn.refresh(x, c) };
-        let sc = if g == 0.0 {
-            0.0
-        } else {
-            self.cov.refresh(x, &mut ())
-        };
-        a * rel + b * grn + g * sc
-    }
-    fn add(&mut self, x: usize, c: &Resid) {
-        self.grn.add(x, c);
-        self.cov.add(x, &());
-    }
-    // The relevance term is fixed; GRN and coverage gains only fall.
-    fn monotone(&self) -> bool {
-        self.w[1] >= 0.0 && self.w[2] >= 0.0
     }
 }

@@ -11,7 +11,7 @@
 //! parallel (rayon); each step's sums are in a fixed order, so the result does not depend on
 //! the thread count.
 
-use crate::attention::Qk;
+use crate::qk::Qk;
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 

@@ -7,7 +7,7 @@
 
 use super::raw::{self, Buf, Grid, Lane};
 use super::{per_elem, to_i32, to_i64, Device};
-use crate::attention::Qk;
+use crate::qk::Qk;
 use crate::error::{Error, Result};
 
 const TK: usize = 32;

@@ -548,9 +548,15 @@ pub(crate) fn timings(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Res
 
     // Attention mass (App. E.3) at the size: Q/K resident, the four launches per
     // layer and the range sums; the target is for an H100-class GPU.
-    let (qk, seg) = crate::attention::synthetic(32_768, 8, 16, 4, 256, 50, rng.next_u64())?;
-    let piece = crate::attention::pieces(&seg, qk.n_keys());
-    let np = seg.spans.len() + 1;
+    // 50 turns of 655 tokens, a step 100 tokens into each, and 3 spans a turn (plus the
+    // unassigned piece): the shape of `attention::synthetic` at this size.
+    let (n, turns) = (32_768usize, 50usize);
+    let steps: Vec<usize> = (0..turns).map(|k| k * (n / turns) + 100).collect();
+    let qk = crate::qk::Qk::gaussian(8, 16, 4, 256, steps, rng.next_u64())?;
+    let np = 3 * turns + 1;
+    let piece: Vec<u32> = (0..qk.n_keys())
+        .map(|i| (i * (np - 1) / qk.n_keys()) as u32)
+        .collect();
     let att = super::attention::DevAttention::new(dev, &qk)?;
     let ms = median_ms(&lane, 5, || att.run(&piece, np).map(|_| ()))?;
     let flops = 4.0 * (qk.steps().len() * qk.n_keys() * 16 * 256 * 8) as f64;
