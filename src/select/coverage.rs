@@ -10,8 +10,8 @@
 //! item's coverage comes from outside the k nearest neighbours of the item covering it.
 //! Memory is O(N·k) instead of O(N²); time stays O(N²·d) for the exact neighbour search.
 
-use super::driver::Scorer;
 use super::dense::Dense;
+use super::driver::Scorer;
 use crate::backend::cpu;
 use crate::error::Result;
 use rayon::prelude::*;

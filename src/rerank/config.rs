@@ -1,0 +1,165 @@
+//! What a budgeted top-k run does: the [`Method`], the GP's [`Prior`], the
+//! [`Acquisition`] rule, the [`KernelChoice`] and the [`RerankConfig`] builder
+//! ([`super::Reranker::new`] checks it once).
+
+use super::RowPrecision;
+use crate::error::{Error, Result};
+use crate::similarity::{Kernel, KernelKind};
+
+/// Which selector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// GP with the boundary rule (and its ablations via prior / acquisition).
+    BoundaryMorph,
+    /// BAGEL: zero prior, GP-UCB, warm start.
+    Bagel,
+    /// Score the MIPS top-B, rank them above the tail.
+    SingleStage,
+    /// Greedy graph expansion as in App. C.2: the MIPS top-`round(B / seed_div)` as seeds,
+    /// heap cap `max(seeds, round(frac B))`.
+    Rgs,
+    /// Greedy graph expansion from the MIPS top-1 alone, heap cap 64 (this crate's first
+    /// RGS).
+    RgsSimple,
+}
+
+impl std::str::FromStr for Method {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "boundary-morph" | "boundarymorph" => Method::BoundaryMorph,
+            "bagel" => Method::Bagel,
+            "single-stage" => Method::SingleStage,
+            "rgs" => Method::Rgs,
+            "rgs-simple" => Method::RgsSimple,
+            _ => {
+                return Err(Error::invalid(
+                    "method",
+                    format!("unknown method '{s}' (boundary-morph, bagel, single-stage, rgs, rgs-simple)"),
+                ))
+            }
+        })
+    }
+}
+
+impl Method {
+    /// The CLI name.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::BoundaryMorph => "boundary-morph",
+            Method::Bagel => "bagel",
+            Method::SingleStage => "single-stage",
+            Method::Rgs => "rgs",
+            Method::RgsSimple => "rgs-simple",
+        }
+    }
+
+    /// True for the methods with a GP (batches, priors and acquisitions apply).
+    #[must_use]
+    pub fn has_gp(self) -> bool {
+        matches!(self, Method::BoundaryMorph | Method::Bagel)
+    }
+}
+
+/// The GP's prior mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prior {
+    /// MIPS percentile `(N-1-pos)/(N-1)`; the query has `mu0 = 1`.
+    Mips,
+    /// Zero everywhere; the query's residual is 1.
+    Zero,
+    /// `alpha` times the MIPS percentile, `alpha` in `[0, 1]` re-fitted after every call by
+    /// generalised least squares with a ridge toward 1 ([`gp::Gp::set_adaptive`]): the paper's
+    /// prior while the scores agree with it, fading to zero as they contradict it.
+    Adaptive,
+}
+
+/// The adaptive prior's ridge toward `alpha = 1` ([`gp::Gp::set_adaptive`]).
+pub const ADAPTIVE_RIDGE: f64 = 1.0;
+
+/// How the next call is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acquisition {
+    /// The boundary rule of SPEC §3.
+    Boundary,
+    /// `argmax mu + sqrt(beta_t) sigma` over unscored items.
+    Ucb,
+}
+
+/// How the GP's kernel is chosen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KernelChoice {
+    /// This family with its bandwidth from the median heuristic over the pool (SPEC §3;
+    /// exact up to 200,000 pairs, else a fixed-seed sample of that many pairs).
+    Median(KernelKind),
+    /// This kernel as given.
+    Fixed(Kernel),
+}
+
+/// A budgeted top-k run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RerankConfig {
+    /// The selector.
+    pub method: Method,
+    /// Oracle calls allowed, `B`.
+    pub budget: usize,
+    /// Documents returned, `k`.
+    pub capacity: usize,
+    /// BoundaryMORPH's prior (BAGEL always uses zero).
+    pub prior: Prior,
+    /// BoundaryMORPH's acquisition (BAGEL always uses UCB).
+    pub acquisition: Acquisition,
+    /// UCB's `beta0`. By default 1.
+    pub beta0: f64,
+    /// RGS graph degree `R`. By default 10 (App. C.2's selected value); 16 for rgs-simple.
+    pub graph_degree: usize,
+    /// rgs-simple's heap cap. By default 64 (RGS derives its own from `B`).
+    pub heap_cap: usize,
+    /// RGS's seed split: `n_seeds = round(B / seed_div)`. By default 2 (App. C.2).
+    pub seed_div: f64,
+    /// RGS's heap cap `L_s = max(n_seeds, round(frac B))`. By default 1 (App. C.2).
+    pub frac: f64,
+    /// Documents per oracle call for the GP methods, `q`. By default 1 (the paper).
+    pub batch: usize,
+    /// A token capacity `T`: the selected set holds at most `T` tokens (and at most
+    /// `capacity` documents); needs per-document token counts.
+    pub token_capacity: Option<u64>,
+    /// With the adaptive prior: documents scored first, in one call, spread evenly over
+    /// the MIPS ranks below the top ([`probe_ranks`]), so the prior's fit sees its shape and
+    /// not only its top. By default 0.
+    pub prior_probes: usize,
+    /// The GP's kernel (and RGS's neighbourhoods). By default vMF with the median
+    /// heuristic's `kappa`.
+    pub kernel: KernelChoice,
+    /// The precision of the pool copy kernel rows are read from (every method that reads
+    /// them: boundary-morph, bagel, rgs, rgs-simple). By default f32, the pool itself and
+    /// the paper's computation; bf16 and f16 read a half-precision copy made once per run
+    /// (half the bytes per row; the GP's arithmetic stays f64; on a GPU engine the GP then
+    /// runs on the CPU, beside the copy).
+    pub row_precision: RowPrecision,
+}
+
+impl RerankConfig {
+    /// `method` with budget `B`, capacity `k` and the defaults.
+    #[must_use]
+    pub fn new(method: Method, budget: usize, capacity: usize) -> Self {
+        RerankConfig {
+            method,
+            budget,
+            capacity,
+            prior: Prior::Mips,
+            acquisition: Acquisition::Boundary,
+            beta0: 1.0,
+            graph_degree: if method == Method::Rgs { 10 } else { 16 },
+            heap_cap: 64,
+            seed_div: 2.0,
+            frac: 1.0,
+            batch: 1,
+            token_capacity: None,
+            prior_probes: 0,
+            kernel: KernelChoice::Median(KernelKind::Vmf),
+            row_precision: RowPrecision::F32,
+        }
+    }
+}

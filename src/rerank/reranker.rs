@@ -1,0 +1,516 @@
+//! [`Reranker`]: a [`RerankConfig`] checked once and bound to an engine, and one run:
+//! single-stage, RGS, or the GP methods' search (BoundaryMORPH, BAGEL and the ablations),
+//! in rounds of `batch` oracle calls.
+
+use super::acquire::{boundary_scan, rank, Fill};
+use super::config::ADAPTIVE_RIDGE;
+use super::gp::Gp;
+use super::rgs::rgs;
+use super::run::Run;
+use super::{
+    kernel_rows, kernel_rows_in, Acquisition, KernelChoice, Method, Oracle, Prior, RerankConfig, RowPrecision,
+};
+use crate::backend::{BackendKind, Engine};
+use crate::error::{Error, Result};
+use crate::pool::Pool;
+use crate::similarity::Kernel;
+
+/// The outcome of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reranked {
+    /// The `k` documents, best first.
+    pub selected: Vec<usize>,
+    /// Documents sent to the oracle, in call order.
+    pub scored: Vec<usize>,
+    /// Oracle calls made (batches; `scored.len()` documents in all).
+    pub rounds: usize,
+    /// The adaptive prior's final scale `alpha` (`None` for the other priors).
+    pub alpha: Option<f64>,
+    /// Tokens of the selected set (with a token capacity).
+    pub tokens: Option<u64>,
+    /// Their scores, in the same order.
+    pub scores: Vec<f64>,
+    /// The kernel the GP used.
+    pub kernel: Kernel,
+    /// Notes for the caller (a budget capped at the pool size, an early stop, a step that
+    /// ran on the CPU).
+    pub notes: Vec<String>,
+    /// Where the GP's pool-sized work ran.
+    pub backend: BackendKind,
+}
+
+impl Reranked {
+    /// The JSON object `ctxprune rerank` prints (and `ctxprune serve` answers):
+    /// `method`, `selected`, `scored`, `oracle_calls` (documents), `oracle_rounds` (calls),
+    /// `scores`, `prior_alpha` (adaptive prior), `tokens` (token capacity), `notes`, `kappa` (vMF's,
+    /// else null), `backend`, `elapsed_ms` (without the oracle's time) and `oracle_ms`.
+    #[must_use]
+    pub fn to_json(&self, method: Method, elapsed_ms: f64, oracle_ms: f64) -> serde_json::Value {
+        let kappa = match self.kernel {
+            Kernel::Vmf { kappa } => serde_json::json!(kappa),
+            _ => serde_json::Value::Null,
+        };
+        serde_json::json!({
+            "method": method.name(),
+            "selected": self.selected,
+            "scored": self.scored,
+            "oracle_calls": self.scored.len(),
+            "oracle_rounds": self.rounds,
+            "scores": self.scores,
+            "prior_alpha": self.alpha,
+            "tokens": self.tokens,
+            "notes": self.notes,
+            "kappa": kappa,
+            "backend": self.backend.name(),
+            "elapsed_ms": elapsed_ms,
+            "oracle_ms": oracle_ms,
+        })
+    }
+}
+
+/// A [`RerankConfig`] checked once and bound to an engine: `rerank` from any thread over
+/// resident pools, each call with its own query and oracle.
+///
+/// ```
+/// use ctxprune::{Embeddings, Engine, Pool};
+/// use ctxprune::rerank::{Method, Precomputed, RerankConfig, Reranker};
+/// let engine = Engine::cpu();
+/// let rows: Vec<f32> = (0..40).map(|i| ((i * 7 % 11) as f32) - 5.0 + (i % 4) as f32 * 0.1).collect();
+/// let pool = Pool::new(&engine, Embeddings::new(10, 4, rows, "docs")?)?;
+/// let scores: Vec<f64> = (0..10).map(|i| (10 - i) as f64 / 10.0).collect();
+/// let r = Reranker::new(&engine, RerankConfig::new(Method::BoundaryMorph, 5, 3))?;
+/// let out = r.rerank(&pool, &[1.0, 0.0, 0.0, 0.0], &mut Precomputed::new(scores, 5)?)?;
+/// assert_eq!(out.selected.len(), 3);
+/// assert!(out.scored.len() <= 5);
+/// # Ok::<(), ctxprune::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Reranker {
+    engine: Engine,
+    cfg: RerankConfig,
+}
+
+impl Reranker {
+    /// Checks `cfg` and binds it to `engine`.
+    pub fn new(engine: &Engine, cfg: RerankConfig) -> Result<Reranker> {
+        if cfg.capacity == 0 {
+            return Err(Error::invalid("capacity", "must be at least 1"));
+        }
+        if !(cfg.beta0.is_finite() && cfg.beta0 >= 0.0) {
+            return Err(Error::invalid(
+                "beta0",
+                format!("must be finite and >= 0, got {}", cfg.beta0),
+            ));
+        }
+        if cfg.graph_degree == 0 {
+            return Err(Error::invalid("graph_degree", "must be at least 1"));
+        }
+        if cfg.heap_cap == 0 {
+            return Err(Error::invalid("heap_cap", "must be at least 1"));
+        }
+        if !(cfg.seed_div.is_finite() && cfg.seed_div >= 1.0) {
+            return Err(Error::invalid(
+                "seed_div",
+                format!("must be finite and >= 1, got {}", cfg.seed_div),
+            ));
+        }
+        if !(cfg.frac.is_finite() && cfg.frac > 0.0 && cfg.frac <= 1.0) {
+            return Err(Error::invalid(
+                "frac",
+                format!("must be in (0, 1], got {}", cfg.frac),
+            ));
+        }
+        if cfg.batch == 0 {
+            return Err(Error::invalid("batch", "must be at least 1"));
+        }
+        if cfg.batch > 1 && !cfg.method.has_gp() {
+            return Err(Error::invalid(
+                "batch",
+                format!(
+                    "applies to boundary-morph and bagel ({} batches its own calls)",
+                    cfg.method.name()
+                ),
+            ));
+        }
+        if cfg.prior_probes > 0 && !(cfg.method == Method::BoundaryMorph && cfg.prior == Prior::Adaptive) {
+            return Err(Error::invalid(
+                "prior_probes",
+                "applies to boundary-morph with the adaptive prior",
+            ));
+        }
+        // Probes are oracle calls: more than the budget cannot all be made, and cutting
+        // them down to it would change what was asked without a word.
+        if cfg.prior_probes > cfg.budget {
+            return Err(Error::invalid(
+                "prior_probes",
+                format!(
+                    "{} probe documents exceed the budget of {} oracle calls (prior-probes <= budget)",
+                    cfg.prior_probes, cfg.budget
+                ),
+            ));
+        }
+        if cfg.token_capacity == Some(0) {
+            return Err(Error::invalid("token_capacity", "must be at least 1"));
+        }
+        if let KernelChoice::Fixed(k) = cfg.kernel {
+            k.validate()?;
+        }
+        if cfg.row_precision != RowPrecision::F32 && cfg.method == Method::SingleStage {
+            return Err(Error::invalid(
+                "row_precision",
+                "does not apply to single-stage (it reads no kernel rows)",
+            ));
+        }
+        Ok(Reranker {
+            engine: engine.clone(),
+            cfg,
+        })
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &RerankConfig {
+        &self.cfg
+    }
+
+    /// Chooses `capacity` documents of `pool` (rows in MIPS order, row 0 = MIPS top-1) for
+    /// `query`, calling `oracle` for at most `budget` documents. A configuration with a
+    /// token capacity needs [`Reranker::rerank_tokens`].
+    pub fn rerank(&self, pool: &Pool, query: &[f32], oracle: &mut dyn Oracle) -> Result<Reranked> {
+        self.rerank_tokens(pool, query, None, oracle)
+    }
+
+    /// [`Reranker::rerank`] with per-document token counts (`tokens[i]` for pool row `i`),
+    /// which a token capacity needs; without one they are an error, never ignored.
+    pub fn rerank_tokens(
+        &self,
+        pool: &Pool,
+        query: &[f32],
+        tokens: Option<&[u64]>,
+        oracle: &mut dyn Oracle,
+    ) -> Result<Reranked> {
+        let cfg = &self.cfg;
+        pool.check_engine(&self.engine, "reranker")?;
+        let n = pool.len();
+        if cfg.capacity > n {
+            return Err(Error::invalid(
+                "capacity",
+                format!("must be in 1..={n} (the pool), got {}", cfg.capacity),
+            ));
+        }
+        let fill = match (cfg.token_capacity, tokens) {
+            (Some(cap), Some(t)) => {
+                if t.len() != n {
+                    return Err(Error::invalid(
+                        "tokens",
+                        format!("{} token counts for a pool of {n}", t.len()),
+                    ));
+                }
+                if let Some(i) = t.iter().position(|&x| x == 0) {
+                    return Err(Error::invalid(
+                        format!("tokens[{i}]"),
+                        "is 0 (every document costs at least one token)",
+                    ));
+                }
+                Some(Fill {
+                    tokens: t,
+                    cap,
+                    k: cfg.capacity,
+                })
+            }
+            (Some(_), None) => {
+                return Err(Error::invalid(
+                    "token_capacity",
+                    "needs the documents' token counts",
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(Error::invalid(
+                    "tokens",
+                    "token counts without a token capacity are not used",
+                ))
+            }
+            (None, None) => None,
+        };
+        let kernel = match cfg.kernel {
+            KernelChoice::Fixed(k) => k,
+            KernelChoice::Median(kind) => Kernel::from_median(kind, pool.median_one_minus_cos()?),
+        };
+        let half = cfg.row_precision != RowPrecision::F32;
+        let src = if half {
+            kernel_rows_in(pool, query, kernel, cfg.row_precision)?
+        } else {
+            kernel_rows(pool, query, kernel)?
+        };
+        let mut notes = Vec::new();
+        let budget = if cfg.budget > n {
+            notes.push(format!(
+                "budget {} is larger than the pool; capped at {n}",
+                cfg.budget
+            ));
+            n
+        } else {
+            cfg.budget
+        };
+        let mut run = Run {
+            n,
+            scored: Vec::new(),
+            scores: Vec::new(),
+            y: vec![None; n],
+            rounds: 0,
+            oracle,
+        };
+        let mut backend = BackendKind::Cpu;
+        let mut alpha = None;
+        // The final order: by value (ties by MIPS position); with a token capacity, the
+        // greedy fill by value per token.
+        let (values, by_density) = match cfg.method {
+            Method::SingleStage => {
+                let top: Vec<usize> = (0..budget).collect();
+                run.call(&top)?;
+                (run.scored_above_tail(), false)
+            }
+            Method::Rgs => {
+                let seeds = ((budget as f64 / cfg.seed_div).round() as usize).min(budget);
+                let cap = seeds.max((cfg.frac * budget as f64).round() as usize).max(1);
+                rgs(&mut run, &src, budget, seeds.max(1), cfg.graph_degree, cap)?;
+                (run.scored_above_tail(), false)
+            }
+            Method::RgsSimple => {
+                rgs(&mut run, &src, budget, 1, cfg.graph_degree, cfg.heap_cap)?;
+                (run.scored_above_tail(), false)
+            }
+            Method::BoundaryMorph | Method::Bagel => {
+                let (prior, acq) = if cfg.method == Method::Bagel {
+                    (Prior::Zero, Acquisition::Ucb)
+                } else {
+                    (cfg.prior, cfg.acquisition)
+                };
+                let mips = prior != Prior::Zero;
+                let mu0: Vec<f64> = match (mips, n > 1) {
+                    (true, true) => (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect(),
+                    (true, false) => vec![1.0],
+                    (false, _) => vec![0.0; n],
+                };
+                let mu0_q = if mips { 1.0 } else { 0.0 };
+                let store = self.engine.gp_store(&src, mu0.clone())?;
+                if !half {
+                    backend = self.engine.kind();
+                }
+                let mut gp = Gp::with_store(&src, store, mu0, mu0_q)?;
+                if prior == Prior::Adaptive {
+                    gp.set_adaptive(ADAPTIVE_RIDGE)?;
+                    // Options refuse more probes than the budget; a budget above the pool
+                    // was capped at the pool above (with its note), and the probes with it.
+                    if cfg.prior_probes > budget {
+                        notes.push(format!(
+                            "prior probes {} are more than the pool; capped at {budget}",
+                            cfg.prior_probes
+                        ));
+                    }
+                    let probes = probe_ranks(cfg.prior_probes.min(budget), n);
+                    let ys = run.call(&probes)?;
+                    let obs: Vec<(usize, f64)> = probes.iter().copied().zip(ys).collect();
+                    gp.observe_batch(&obs)?;
+                }
+                if cfg.method == Method::Bagel {
+                    let warm: Vec<usize> = (0..budget / 2).collect();
+                    let ys = run.call(&warm)?;
+                    let obs: Vec<(usize, f64)> = warm.iter().copied().zip(ys).collect();
+                    gp.observe_batch(&obs)?;
+                }
+                let mut search = Search {
+                    gp,
+                    acq,
+                    beta0: cfg.beta0,
+                    k: cfg.capacity,
+                    fill: fill.as_ref(),
+                    mean: vec![0.0; n],
+                    var: vec![0.0; n],
+                };
+                while run.scored.len() < budget {
+                    let q = cfg.batch.min(budget - run.scored.len());
+                    if !search.round(&mut run, q)? {
+                        notes.push(format!(
+                            "stopped after {} calls: no boundary pair left",
+                            run.scored.len()
+                        ));
+                        break;
+                    }
+                }
+                search.refresh(&run, &[])?;
+                if prior == Prior::Adaptive {
+                    alpha = Some(search.gp.alpha());
+                }
+                (search.mean, true)
+            }
+        };
+        if half && self.engine.kind() != BackendKind::Cpu {
+            notes.push(format!(
+                "{} runs on the CPU (row-precision {}: the {} path reads f32 rows)",
+                cfg.method.name(),
+                cfg.row_precision.name(),
+                self.engine.name()
+            ));
+        } else if backend == BackendKind::Cpu && self.engine.kind() != BackendKind::Cpu {
+            notes.push(format!(
+                "{} runs on the CPU (no {} path for it)",
+                cfg.method.name(),
+                self.engine.name()
+            ));
+        }
+        let (selected, used) = match &fill {
+            None => (rank(&values)[..cfg.capacity].to_vec(), None),
+            Some(f) => {
+                let order = if by_density {
+                    f.density_order(&values)
+                } else {
+                    // Scored documents by score per token above the tail in MIPS order.
+                    let dens: Vec<f64> = (0..n)
+                        .map(|i| match run.y[i] {
+                            Some(y) => 1.0 + y / f.tokens[i] as f64,
+                            None => values[i],
+                        })
+                        .collect();
+                    rank(&dens)
+                };
+                let set = f.take(&order);
+                let used = set.iter().map(|&i| f.tokens[i]).sum();
+                let mut set = set;
+                set.sort_by(|&a, &b| values[b].total_cmp(&values[a]).then(a.cmp(&b)));
+                (set, Some(used))
+            }
+        };
+        Ok(Reranked {
+            selected,
+            scored: run.scored,
+            rounds: run.rounds,
+            alpha,
+            tokens: used,
+            scores: run.scores,
+            kernel,
+            notes,
+            backend,
+        })
+    }
+}
+
+/// `p` MIPS ranks spread evenly below the top of a pool of `n`: `round(i (n - 1) / p)` for
+/// `i = 1..=p` (the last is the bottom), without repeats.
+#[must_use]
+pub fn probe_ranks(p: usize, n: usize) -> Vec<usize> {
+    let mut out: Vec<usize> = (1..=p)
+        .map(|i| ((i as f64) * (n.saturating_sub(1)) as f64 / p as f64).round() as usize)
+        .collect();
+    out.dedup();
+    out
+}
+
+/// The GP methods' search state: the posterior, the acquisition, and one round's picks.
+struct Search<'g, 'f> {
+    gp: Gp<'g>,
+    acq: Acquisition,
+    beta0: f64,
+    k: usize,
+    fill: Option<&'f Fill<'f>>,
+    mean: Vec<f64>,
+    var: Vec<f64>,
+}
+
+impl Search<'_, '_> {
+    /// The posterior with the scored documents and this round's fantasies overlaid.
+    fn refresh(&mut self, run: &Run<'_>, pending: &[(usize, f64)]) -> Result<()> {
+        self.gp.posterior(&mut self.mean, &mut self.var)?;
+        run.overlay(&mut self.mean, &mut self.var);
+        for &(j, f) in pending {
+            self.mean[j] = f;
+            self.var[j] = 0.0;
+        }
+        Ok(())
+    }
+
+    /// The next document to score, given this round's fantasised picks (`None`: no
+    /// boundary pair, or nothing unscored, is left).
+    fn pick(&mut self, run: &Run<'_>, pending: &[(usize, f64)]) -> Result<Option<usize>> {
+        match self.acq {
+            Acquisition::Boundary => {
+                self.refresh(run, pending)?;
+                // The scores with this round's fantasies; no copy when there are none (q = 1).
+                let y: std::borrow::Cow<'_, [Option<f64>]> = if pending.is_empty() {
+                    std::borrow::Cow::Borrowed(&run.y)
+                } else {
+                    let mut y = run.y.clone();
+                    for &(j, f) in pending {
+                        y[j] = Some(f);
+                    }
+                    std::borrow::Cow::Owned(y)
+                };
+                Ok(match self.fill {
+                    None => boundary_scan(&self.mean, &self.var, &y, self.k),
+                    Some(f) => f.boundary(&self.mean, &self.var, &y),
+                })
+            }
+            Acquisition::Ucb => {
+                let beta = self.beta0 / ((run.scored.len() + pending.len() + 1) as f64).sqrt();
+                let mut scored: Vec<bool> = run.y.iter().map(Option::is_some).collect();
+                pending.iter().for_each(|&(j, _)| scored[j] = true);
+                self.gp.ucb(&scored, beta)
+            }
+        }
+    }
+
+    /// One round of up to `q` picks and one oracle call; false when nothing was picked.
+    /// Each pick but the last is observed at its posterior mean before the next (kriging
+    /// believer); the oracle's scores then revise those and the last is observed.
+    fn round(&mut self, run: &mut Run<'_>, q: usize) -> Result<bool> {
+        let mut picks: Vec<usize> = Vec::with_capacity(q);
+        let mut pending: Vec<(usize, f64)> = Vec::new();
+        while picks.len() < q {
+            let Some(j) = self.pick(run, &pending)? else {
+                break;
+            };
+            picks.push(j);
+            if picks.len() < q {
+                let f = self.gp_mean(j)?;
+                self.gp.observe(j, f)?;
+                pending.push((j, f));
+            }
+        }
+        if picks.is_empty() {
+            return Ok(false);
+        }
+        let ys = run.call(&picks)?;
+        let revised: Vec<(usize, f64)> = pending.iter().zip(&ys).map(|(&(j, _), &y)| (j, y)).collect();
+        self.gp.revise(&revised)?;
+        if pending.len() < picks.len() {
+            let last = picks.len() - 1;
+            self.gp.observe(picks[last], ys[last])?;
+        }
+        Ok(true)
+    }
+
+    /// The GP's posterior mean at `j` (the UCB path does not keep the means).
+    fn gp_mean(&mut self, j: usize) -> Result<f64> {
+        if self.acq == Acquisition::Ucb {
+            self.gp.posterior(&mut self.mean, &mut self.var)?;
+        }
+        Ok(self.mean[j])
+    }
+}
+
+/// Runs `cfg` over `pool` (on the pool's engine) for `query` with `oracle`: a thin
+/// wrapper over [`Reranker`].
+pub fn rerank(cfg: &RerankConfig, pool: &Pool, query: &[f32], oracle: &mut dyn Oracle) -> Result<Reranked> {
+    Reranker::new(pool.engine(), cfg.clone())?.rerank(pool, query, oracle)
+}
+
+/// [`rerank`] with per-document token counts ([`Reranker::rerank_tokens`]).
+pub fn rerank_tokens(
+    cfg: &RerankConfig,
+    pool: &Pool,
+    query: &[f32],
+    tokens: Option<&[u64]>,
+    oracle: &mut dyn Oracle,
+) -> Result<Reranked> {
+    Reranker::new(pool.engine(), cfg.clone())?.rerank_tokens(pool, query, tokens, oracle)
+}
