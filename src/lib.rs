@@ -88,6 +88,8 @@ pub mod embeddings;
 pub mod error;
 pub mod estimate;
 pub mod gpu_check;
+/// The user guide's Rust blocks (docs/*.md), run as doc tests.
+mod guide;
 pub mod io;
 pub mod limits;
 pub mod mask;

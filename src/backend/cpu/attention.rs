@@ -11,8 +11,8 @@
 //! parallel (rayon); each step's sums are in a fixed order, so the result does not depend on
 //! the thread count.
 
-use crate::qk::Qk;
 use crate::error::{Error, Result};
+use crate::qk::Qk;
 use rayon::prelude::*;
 
 /// Steps per chunk.

@@ -7,8 +7,8 @@
 
 use super::raw::{self, Buf, Grid, Lane};
 use super::{per_elem, to_i32, to_i64, Device};
-use crate::qk::Qk;
 use crate::error::{Error, Result};
+use crate::qk::Qk;
 
 const TK: usize = 32;
 const RB: usize = 8;

@@ -33,7 +33,7 @@ pub struct EvalArgs {
     #[arg(long, default_value = "diffuse,trap")]
     pub modes: String,
     /// A token capacity T for every run (each document has a token count): the columns are
-    /// then token-normalised nCG (see the README).
+    /// then token-normalised nCG (see docs/rerank.md).
     #[arg(long, allow_hyphen_values = true)]
     pub token_capacity: Option<u64>,
     /// Skip App. E.1's multimodal mass of each problem (and its correlation with

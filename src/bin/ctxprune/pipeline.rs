@@ -13,10 +13,10 @@ pub struct PipelineArgs {
     #[command(subcommand)]
     pub cmd: Option<PipelineCmd>,
     /// Per-stage policies (TOML: max_nodes, [pre_retrieval], [post_retrieval],
-    /// [pre_synthesis]; see the README).
+    /// [pre_synthesis]; see docs/pipeline.md).
     #[arg(long, required = true)]
     pub config: Option<PathBuf>,
-    /// The logged run: JSON lines of type query, subquery and item (see the README).
+    /// The logged run: JSON lines of type query, subquery and item (see docs/pipeline.md).
     #[arg(long, required = true)]
     pub input: Option<PathBuf>,
     /// table or json.
