@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Property-based fuzzing of `ctxprune serve` from its own OpenAPI document (issue 13):
 # starts the server on 127.0.0.1 (an ephemeral port, the CPU engine), runs schemathesis
-# (pinned, installed into target/api-fuzz) against GET /openapi.json, and fails on any
+# (pinned, installed into $CARGO_TARGET_DIR/api-fuzz, else target/api-fuzz) against GET /openapi.json, and fails on any
 # 5xx, any response that breaks the document (status, content type, schema, headers), a
 # crash, or a server that does not stop cleanly on SIGTERM.
 #
@@ -18,7 +18,7 @@ examples=${2:-100}
 seconds=${3:-600}
 SCHEMATHESIS_VERSION=4.32.5
 
-venv=$PWD/target/api-fuzz
+venv=${CARGO_TARGET_DIR:-$PWD/target}/api-fuzz
 if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then
   rm -rf "$venv"
   python3 -m venv "$venv"

@@ -5,7 +5,8 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   scripts/fuzz.sh --build-only      (install cargo-fuzz and build every target, then stop)
 #
-# Installs the pinned cargo-fuzz into target/tools if it is missing, builds every target
+# Installs the pinned cargo-fuzz into TARGET/tools if it is missing (TARGET:
+# $CARGO_TARGET_DIR, else target/; the targets build in TARGET/fuzz), builds every target
 # once (the dev profile, below; no sanitizer: `-s none` needs no nightly and no
 # RUSTC_BOOTSTRAP; the crate forbids unsafe code, so ASan would find little), then fuzzes
 # each target on a copy of its committed seed corpus (fuzz/corpus/TARGET), so the repo
@@ -44,7 +45,8 @@ else
   targets=("${all_targets[@]}")
 fi
 
-tools=$root/target/tools
+tgt=${CARGO_TARGET_DIR:-$root/target}
+tools=$tgt/tools
 if ! "$tools/bin/cargo-fuzz" --version 2>/dev/null | grep -qx "cargo-fuzz $CARGO_FUZZ_VERSION"; then
   echo "== installing cargo-fuzz $CARGO_FUZZ_VERSION into $tools"
   cargo install --locked --root "$tools" "cargo-fuzz@$CARGO_FUZZ_VERSION"
@@ -57,12 +59,12 @@ start=$(date +%s)
 # The dev profile (fuzz/Cargo.toml: line tables; debug assertions and overflow checks on):
 # a shorter cold build than release on 2 cores; in a run bounded in time the build
 # matters more than the executions per second.
-(cd fuzz && cargo fuzz build --dev --sanitizer none --target "$host")
+(cd fuzz && CARGO_TARGET_DIR="$tgt/fuzz" cargo fuzz build --dev --sanitizer none --target "$host")
 echo "== built in $(($(date +%s) - start)) s"
 if [ "$build_only" -eq 1 ]; then
   exit 0
 fi
-bin=$root/fuzz/target/$host/debug
+bin=$tgt/fuzz/$host/debug
 
 if [ -n "${FUZZ_WORK:-}" ]; then
   work=$FUZZ_WORK

@@ -4,14 +4,16 @@
 # sm_80 and sm_90 through the crate's own NVRTC path (`ctxprune kernels`, which fails on
 # any error or warning, or when the compiled kernels and kernels/kernels.tbl disagree),
 # then assembles each PTX with `ptxas -v` (failing on any ptxas warning) and prints the
-# register / spill report, also kept in target/ptx/ptxas.txt.
+# register / spill report, also kept in TARGET/ptx/ptxas.txt (TARGET: $CARGO_TARGET_DIR,
+# else target/).
 #
-# Usage: scripts/ptx_check.sh [path/to/ctxprune]   (default: target/debug/ctxprune)
+# Usage: scripts/ptx_check.sh [path/to/ctxprune]   (default: TARGET/debug/ctxprune)
 #        scripts/ptx_check.sh --setup   (only install the wheels; CI runs it in the background)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN="${1:-target/debug/ctxprune}"
-VENV="${CTXPRUNE_NV_VENV:-target/nv-venv}"
+TGT="${CARGO_TARGET_DIR:-target}"
+BIN="${1:-$TGT/debug/ctxprune}"
+VENV="${CTXPRUNE_NV_VENV:-$TGT/nv-venv}"
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
@@ -20,7 +22,7 @@ if [ "$BIN" = "--setup" ]; then
   exit 0
 fi
 NV="$("$VENV/bin/python" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')"
-OUT=target/ptx
+OUT=$TGT/ptx
 rm -rf "$OUT" && mkdir -p "$OUT"
 LD_LIBRARY_PATH="$NV/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$BIN" kernels --arch sm_80,sm_90 --out "$OUT"
 : > "$OUT/ptxas.txt"
