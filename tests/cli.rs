@@ -719,3 +719,33 @@ fn mmr_runs_to_k_and_dpp_needs_no_query() {
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["selected"].as_array().unwrap().len(), 20, "{out}");
 }
+
+/// An empty answer says why, on stderr and in the JSON's notes.
+#[test]
+fn select_that_keeps_nothing_says_why() {
+    let d = tmp();
+    let (e, q) = fixture(d.path());
+    let (code, out, err) = run(&[
+        "select",
+        "--method",
+        "grn",
+        "--mode",
+        "gate",
+        "--threshold",
+        "2",
+        "--retained",
+        "0",
+        "--embeddings",
+        &e,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["selected"], serde_json::json!([]));
+    let note = v["notes"][0].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with("nothing kept: the threshold 2 is above every candidate's value"),
+        "{out}"
+    );
+    assert!(err.contains(&format!("note: {note}")), "{err}");
+    let _ = q;
+}

@@ -732,3 +732,43 @@ fn options_that_would_be_ignored_are_errors() {
     .unwrap_err();
     assert!(e2.to_string().contains("item 2"), "{e2}");
 }
+
+/// A threshold that keeps nothing says so in the notes, with the best value a gate saw;
+/// one that keeps something adds no such note.
+#[test]
+fn a_threshold_that_keeps_nothing_says_so() {
+    let (e, q, _) = problem(37, 9, 71);
+    for m in [Method::Grn, Method::Centroid, Method::Dpp, Method::Mmr] {
+        let inp = Inputs {
+            embeddings: Some(&e),
+            query: Some(&q),
+            retained: &[0, 1],
+            ..Inputs::default()
+        };
+        let all = select(&SelectConfig::new(m).mode(Mode::Gate).threshold(-1e300), &inp).unwrap();
+        let best = all.gains.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        assert_eq!(all.selected.len(), 35, "{m:?}");
+        assert!(
+            !all.notes.iter().any(|n| n.contains("nothing kept")),
+            "{:?}",
+            all.notes
+        );
+        let none = select(&SelectConfig::new(m).mode(Mode::Gate).threshold(best + 0.5), &inp).unwrap();
+        assert!(none.selected.is_empty());
+        let note = none
+            .notes
+            .iter()
+            .find(|n| n.starts_with("nothing kept"))
+            .expect("a note");
+        assert!(note.contains(&format!("the best is {best:.6}")), "{m:?}: {note}");
+        // Greedy: the first pick is below the threshold.
+        let g = select(&SelectConfig::new(m).k(5).threshold(best + 0.5), &inp).unwrap();
+        assert!(g.selected.is_empty(), "{m:?}");
+        assert_eq!(g.stop, Some(Stop::Threshold));
+        assert!(
+            g.notes.iter().any(|n| n.starts_with("nothing selected")),
+            "{:?}",
+            g.notes
+        );
+    }
+}

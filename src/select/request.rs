@@ -86,7 +86,8 @@ pub struct Selection {
 
 impl Selection {
     /// The JSON object `ctxprune select` prints (and `ctxprune serve` answers):
-    /// `method`, `mode`, `selected`, `gains`, `backend`, `elapsed_ms`, and `stopped_by`,
+    /// `method`, `mode`, `selected`, `gains`, `backend`, `elapsed_ms`, `notes` (what the
+    /// caller should know, also printed on stderr by the CLI), and `stopped_by`,
     /// `threshold` and `tokens` (with `costs_given`) where they apply.
     #[must_use]
     pub fn to_json(&self, elapsed_ms: f64, costs_given: bool) -> serde_json::Value {
@@ -107,6 +108,7 @@ impl Selection {
         if costs_given {
             out["tokens"] = self.tokens_selected.into();
         }
+        out["notes"] = serde_json::json!(self.notes);
         out
     }
 }

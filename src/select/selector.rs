@@ -468,9 +468,29 @@ impl Selector {
                 selected,
                 gains,
                 stop: Some(stop),
+                best: None,
             },
             None => self.on_cpu(dense.as_ref(), n, req, &lim, &facts, &mut notes)?,
         };
+        // A threshold that keeps nothing says so: an empty answer is not left to look like
+        // a bug (or like an empty pool).
+        if out.selected.is_empty() && candidates > 0 {
+            if let Some(t) = self.threshold {
+                let preset = if self.cfg.paper_preset {
+                    " (the paper's preset)"
+                } else {
+                    ""
+                };
+                notes.push(match (mode, out.best) {
+                    (Mode::Gate, Some(b)) => format!(
+                        "nothing kept: the threshold {t}{preset} is above every candidate's value (the best is {b:.6}); a lower threshold keeps some"
+                    ),
+                    _ => format!(
+                        "nothing selected: the first pick's value is below the threshold {t}{preset}; a lower threshold, or none, selects by the item or token budget"
+                    ),
+                });
+            }
+        }
         // A gain that overflowed (a cost of 1e-320, weights of 1e308) is not a number a
         // caller can use: say which item instead of printing null.
         if let Some(k) = out.gains.iter().position(|g| !g.is_finite()) {
@@ -588,6 +608,8 @@ struct Outcome {
     selected: Vec<usize>,
     gains: Vec<f64>,
     stop: Option<Stop>,
+    /// Gate mode: the best value of any candidate (kept or not).
+    best: Option<f64>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -608,18 +630,22 @@ fn run_scorer<S: Scorer>(
                 selected,
                 gains,
                 stop: Some(stop),
+                best: None,
             })
         }
         Mode::Gate => {
             let tau = lim.threshold.unwrap_or(f64::NEG_INFINITY);
-            let (selected, gains) = driver::gate(s, n, retained, lim.cancel)?
-                .into_iter()
-                .filter(|&(_, v)| v >= tau)
-                .unzip();
+            let all = driver::gate(s, n, retained, lim.cancel)?;
+            let best = all
+                .iter()
+                .map(|&(_, v)| v)
+                .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
+            let (selected, gains) = all.into_iter().filter(|&(_, v)| v >= tau).unzip();
             Ok(Outcome {
                 selected,
                 gains,
                 stop: None,
+                best,
             })
         }
     }

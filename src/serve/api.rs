@@ -185,9 +185,7 @@ pub fn select(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
     let selector = Selector::new(&s.engine, cfg)?;
     let t = Instant::now();
     let sel = selector.select_maybe_pool(pool.as_deref(), &req)?;
-    let mut out = sel.to_json(t.elapsed().as_secs_f64() * 1e3, costs.is_some());
-    out["notes"] = json!(sel.notes);
-    Ok(out)
+    Ok(sel.to_json(t.elapsed().as_secs_f64() * 1e3, costs.is_some()))
 }
 
 /// With texts embedded, a method that needs a query needs the query text.
@@ -267,9 +265,7 @@ fn select_batch(
             Error::Cancelled { .. } => e,
             e => Error::invalid(format!("queries[{i}]"), e.to_string()),
         })?;
-        let mut o = sel.to_json(ms, costs.is_some());
-        o["notes"] = json!(sel.notes);
-        results.push(o);
+        results.push(sel.to_json(ms, costs.is_some()));
     }
     Ok(json!({ "results": results, "elapsed_ms": ms }))
 }
