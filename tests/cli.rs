@@ -359,6 +359,32 @@ fn demo_runs_every_scorer_in_both_modes() {
             "{m} in\n{out}"
         );
     }
+    // A row that keeps nothing is explained under the table.
+    for l in out.lines().filter(|l| l.split_whitespace().nth(2) == Some("0")) {
+        let name = l.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+        assert!(
+            out.contains(&format!("note: {name}: nothing")),
+            "{name} keeps nothing without a word why:\n{out}"
+        );
+    }
+    // The budgeted top-k table shows what the methods exist for: on eval's diffuse
+    // problems the MIPS top-B misses the far topic that the others find.
+    let ncg = |name: &str| -> f64 {
+        let l = out
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in\n{out}"));
+        l[name.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let single = ncg("single-stage (MIPS top-B)");
+    for m in ["rgs ", "boundary-morph ", "boundary-morph q=8 "] {
+        assert!(ncg(m) > single + 0.05, "{m}: {} vs single-stage {single}", ncg(m));
+    }
     // The attention section: steps 3, 7, 11 with shares that, with the own turn and the
     // unassigned tokens, leave room for the system and user spans of turn 0 (below 1).
     let at = out.find("attention mass (App. E.3)").expect("attention section");

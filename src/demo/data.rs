@@ -137,43 +137,6 @@ pub fn trajectory(turns: usize, seed: u64) -> String {
     serde_json::Value::Array(msgs).to_string()
 }
 
-/// A budgeted top-k problem on a synthetic pool: the rows re-ordered by a noisy MIPS
-/// score (`cos(x, q) + N(0, 0.1²)`), and an oracle with two relevance modes (near the
-/// query, and around the row least similar to it).
-pub struct RerankProblem {
-    /// The rows in MIPS order.
-    pub sorted: Embeddings,
-    /// The oracle's score of each row, in MIPS order.
-    pub scores: Vec<f64>,
-}
-
-/// The budgeted top-k problem of `pool` (seeded).
-pub fn rerank_problem(pool: &Synthetic, seed: u64) -> Result<RerankProblem> {
-    let e = &pool.embeddings;
-    let n = e.rows();
-    let mut rng = Rng::new(seed);
-    let inv = e.inv_norms()?;
-    let cosq: Vec<f64> = (0..n)
-        .map(|i| crate::backend::cpu::dot(e.row(i), &pool.query) * inv[i])
-        .collect();
-    // A far mode: the row least similar to the query.
-    let far = (0..n).fold(0, |b, i| if cosq[i] < cosq[b] { i } else { b });
-    let oracle: Vec<f64> = (0..n)
-        .map(|i| {
-            let c_far = crate::backend::cpu::dot(e.row(i), e.row(far)) * inv[i] * inv[far];
-            let near = 1.0 / (1.0 + (-10.0 * (cosq[i] - 0.3)).exp());
-            (0.6 * near).max((6.0 * (c_far - 1.0)).exp()).clamp(0.0, 1.0)
-        })
-        .collect();
-    let mut order: Vec<usize> = (0..n).collect();
-    let mips: Vec<f64> = cosq.iter().map(|c| c + 0.1 * rng.normal()).collect();
-    order.sort_by(|&a, &b| mips[b].total_cmp(&mips[a]).then(a.cmp(&b)));
-    Ok(RerankProblem {
-        sorted: e.select_rows(&order)?,
-        scores: order.iter().map(|&i| oracle[i]).collect(),
-    })
-}
-
 /// A research loop over the synthetic pool: subqueries are perturbed copies of the query,
 /// retrieval returns the 8 rows most similar to a subquery, and each subquery spawns two
 /// children down to depth 2 (3 + 6 + 12 = 21 nodes).
