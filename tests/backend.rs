@@ -51,7 +51,8 @@ fn selection_body_runs_on_every_available_backend() {
         for (m, value) in [
             (
                 Method::Mmr,
-                Box::new(|x: usize, c: &[usize]| p.mmr(0.35, x, c)) as Box<dyn Fn(usize, &[usize]) -> f64>,
+                Box::new(|x: usize, c: &[usize]| p.mmr(ctxprune::select::presets::DEFAULT_MMR_LAMBDA, x, c))
+                    as Box<dyn Fn(usize, &[usize]) -> f64>,
             ),
             (Method::Dpp, Box::new(|x: usize, c: &[usize]| p.dpp(x, c))),
         ] {

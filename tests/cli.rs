@@ -707,10 +707,13 @@ fn mmr_runs_to_k_and_dpp_needs_no_query() {
     assert_eq!(code, 0, "{err}");
     let e = out_dir.join("emb.npy").display().to_string();
     let q = out_dir.join("query.npy").display().to_string();
+    // At the paper's lambda (0.35), where most MMR scores on this pool are negative.
     let (code, out, err) = run(&[
         "select",
         "--method",
         "mmr",
+        "--lambda",
+        "0.35",
         "--k",
         "100",
         "--embeddings",

@@ -454,6 +454,8 @@ mod cli {
                 "select",
                 "--method",
                 "mmr",
+                "--lambda",
+                "0.35",
                 "--k",
                 "3",
                 "--model",
@@ -473,6 +475,8 @@ mod cli {
                 "select",
                 "--method",
                 "mmr",
+                "--lambda",
+                "0.35",
                 "--k",
                 "3",
                 "--embeddings",
@@ -493,7 +497,8 @@ mod cli {
         );
         assert_eq!(v1["selected"], v2["selected"]);
         assert_eq!(v1["scores"], v2["scores"]);
-        // The two telegraph sentences are near-duplicates: MMR keeps one of them first.
+        // The two telegraph sentences are near-duplicates: MMR at the paper's lambda (0.35,
+        // novelty first) keeps one of them first.
         let sel: Vec<u64> = v1["selected"]
             .as_array()
             .unwrap()

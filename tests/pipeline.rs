@@ -139,7 +139,7 @@ fn post_retrieval_grn_gate_matches_a_replay_with_the_slow_definition() {
     };
     let (want, _) = slow::greedy(
         ctx.len(),
-        &|x, c| p.mmr(0.35, x, c),
+        &|x, c| p.mmr(ctxprune::select::presets::DEFAULT_MMR_LAMBDA, x, c),
         &[],
         Some(5),
         None,

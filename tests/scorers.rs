@@ -39,7 +39,7 @@ type Value<'a> = Box<dyn Fn(usize, &[usize]) -> f64 + 'a>;
 
 fn slow_value<'a>(m: Method, p: &'a Problem<'a>) -> Value<'a> {
     match m {
-        Method::Mmr => Box::new(move |x, c| p.mmr(presets::MMR_LAMBDA, x, c)),
+        Method::Mmr => Box::new(move |x, c| p.mmr(presets::DEFAULT_MMR_LAMBDA, x, c)),
         Method::Grn => Box::new(move |x, c| p.grn(x, c)),
         Method::Centroid => Box::new(move |x, c| p.centroid(x, c)),
         Method::Dpp => Box::new(move |x, c| p.dpp(x, c)),

@@ -32,7 +32,7 @@ pub fn run(engine: &Engine) -> Result<String> {
             .map_or(String::new(), |r| format!(" (auto fell back: {r})"))
     );
     let total: f64 = pool.costs.iter().sum();
-    let _ = writeln!(out, "pool: {n} items, {total:.0} tokens; greedy: k <= 20, token budget 3000; gate: paper tau, 5 retained\n");
+    let _ = writeln!(out, "pool: {n} items, {total:.0} tokens; greedy: k <= 20, token budget 3000; gate: the default tau, 5 retained\n");
     let _ = writeln!(
         out,
         "{:<10} {:<7} {:>6} {:>8} {:>10} {:>9}  {:<8} stopped by",

@@ -95,6 +95,52 @@ impl Method {
         }
     }
 
+    /// The crate's defaults where an option is not given (measured on real text,
+    /// [`presets`]): MMR's lambda and every gate threshold; no item cap. The hybrid has
+    /// no default threshold (its scale is the caller's weights').
+    #[must_use]
+    pub fn defaults(self) -> Preset {
+        use presets::*;
+        let base = Preset {
+            lambda: None,
+            tau: None,
+            max_items: None,
+            weights: None,
+        };
+        match self {
+            Method::Mmr => Preset {
+                lambda: Some(DEFAULT_MMR_LAMBDA),
+                tau: Some(DEFAULT_MMR_TAU),
+                ..base
+            },
+            Method::Grn => Preset {
+                tau: Some(DEFAULT_GRN_TAU),
+                ..base
+            },
+            Method::Centroid => Preset {
+                tau: Some(DEFAULT_CENTROID_DELTA),
+                ..base
+            },
+            Method::Dpp => Preset {
+                tau: Some(DEFAULT_DPP_TAU),
+                ..base
+            },
+            Method::Coverage => Preset {
+                tau: Some(DEFAULT_COVERAGE_TAU),
+                ..base
+            },
+            Method::Hybrid => Preset {
+                weights: Some(HYBRID_WEIGHTS),
+                ..base
+            },
+            Method::Lexical => Preset {
+                lambda: Some(LEXICAL_LAMBDA),
+                tau: Some(DEFAULT_LEXICAL_TAU),
+                ..base
+            },
+        }
+    }
+
     /// True for the scorers that cannot run without the query embedding (MMR, hybrid).
     #[must_use]
     pub fn needs_query(self) -> bool {

@@ -29,7 +29,8 @@
 //! use ctxprune::{Embeddings, select::{select, Inputs, Method, SelectConfig}};
 //! let e = Embeddings::new(3, 2, vec![1.0, 0.0, 0.99, 0.1, 0.0, 1.0], "docs")?;
 //! let q = [1.0f32, 0.5];
-//! let cfg = SelectConfig::new(Method::Mmr).k(2);
+//! // lambda 0.5 weighs novelty as much as relevance (the default, 0.75, favours relevance).
+//! let cfg = SelectConfig::new(Method::Mmr).k(2).lambda(0.5);
 //! let sel = select(&cfg, &Inputs { embeddings: Some(&e), query: Some(&q), ..Inputs::default() })?;
 //! assert_eq!(sel.selected, vec![1, 2]); // 0, a near-duplicate of 1, loses to the new direction
 //! # Ok::<(), ctxprune::Error>(())

@@ -28,7 +28,7 @@ fn check_finite(name: &str, v: f64) -> Result<()> {
 /// use ctxprune::select::{Method, Request, SelectConfig, Selector};
 /// let engine = Engine::cpu();
 /// let pool = Pool::new(&engine, Embeddings::new(3, 2, vec![1.0, 0.0, 0.99, 0.1, 0.0, 1.0], "docs")?)?;
-/// let mmr = Selector::new(&engine, SelectConfig::new(Method::Mmr).k(2))?;
+/// let mmr = Selector::new(&engine, SelectConfig::new(Method::Mmr).k(2).lambda(0.5))?;
 /// let q = [1.0f32, 0.5];
 /// let sel = mmr.select(&pool, &Request { query: Some(&q), ..Request::default() })?;
 /// assert_eq!(sel.selected, vec![1, 2]);
@@ -51,7 +51,12 @@ impl Selector {
     pub fn new(engine: &Engine, cfg: SelectConfig) -> Result<Selector> {
         let m = cfg.method;
         let preset = m.preset();
-        let lambda = cfg.lambda.or(preset.lambda).unwrap_or(presets::MMR_LAMBDA);
+        // The paper's operating point with `paper_preset`, else the crate's defaults.
+        let preset = if cfg.paper_preset { preset } else { m.defaults() };
+        let lambda = cfg
+            .lambda
+            .or(preset.lambda)
+            .unwrap_or(presets::DEFAULT_MMR_LAMBDA);
         if !(0.0..=1.0).contains(&lambda) {
             return Err(Error::invalid(
                 "lambda",
@@ -116,7 +121,10 @@ impl Selector {
             Mode::Gate => Some(cfg.threshold.or(preset.tau).ok_or_else(|| {
                 Error::invalid(
                     "threshold",
-                    format!("{} has no published threshold; gating needs one", m.name()),
+                    format!(
+                        "{} has no default threshold (its scale is the weights'); gating needs one",
+                        m.name()
+                    ),
                 )
             })?),
             Mode::Greedy => cfg.threshold.or(if cfg.paper_preset { preset.tau } else { None }),

