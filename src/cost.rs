@@ -43,6 +43,15 @@ fn finite(inputs: &[(&str, f64)], what: &str, formula: &str, value: f64) -> Resu
 /// alpha in {0.1, 0.3, 0.5} and beta in {3, 5, 7}). Every input must be finite and
 /// `>= 0` and the result finite; errors name `input_noncached`, `input_cached`, `output`,
 /// `alpha`, `beta` or (a result that overflows f64, listing the inputs) `etc`.
+///
+/// ```
+/// use ctxprune::cost::effective_token_cost;
+/// // 1,200 fresh input tokens, 8,000 cached at a tenth of the price, 350 output at 5x.
+/// let etc = effective_token_cost(1200.0, 8000.0, 350.0, 0.1, 5.0)?;
+/// assert_eq!(etc, 1200.0 + 800.0 + 1750.0);
+/// assert!(effective_token_cost(-1.0, 0.0, 0.0, 0.1, 5.0).is_err()); // names input_noncached
+/// # Ok::<(), ctxprune::Error>(())
+/// ```
 pub fn effective_token_cost(
     input_noncached: f64,
     input_cached: f64,

@@ -3,6 +3,16 @@
 //! Construction checks the shape and that every value is finite; [`Embeddings::normalize`]
 //! makes every row unit length and refuses zero rows. Errors name the source (a file
 //! name or a role such as "query"), the row and the column.
+//!
+//! ```
+//! use ctxprune::Embeddings;
+//! let mut e = Embeddings::new(2, 2, vec![3.0, 4.0, 0.0, 2.0], "docs")?;
+//! e.normalize()?;
+//! assert_eq!(e.row(0), &[0.6, 0.8]);
+//! let bad = Embeddings::new(2, 2, vec![1.0, f32::NAN, 0.0, 1.0], "docs").unwrap_err();
+//! assert!(bad.to_string().contains("row 0"), "{bad}");   // names the source, row and column
+//! # Ok::<(), ctxprune::Error>(())
+//! ```
 
 use crate::error::{Error, Result};
 

@@ -90,6 +90,15 @@ impl TokenCounter for HfTokenizer {
 
 /// A counter by name: `o200k_base`, `cl100k_base`, `approx`, or a path to a
 /// HuggingFace `tokenizer.json`.
+///
+/// ```
+/// let o200k = ctxprune::tokens::counter("o200k_base")?;   // GPT-4o's encoding, exact
+/// assert_eq!(o200k.count("Hello, world!"), 4);
+/// let costs = ctxprune::tokens::costs(o200k.as_ref(), &["a passage", "another one"]);
+/// assert_eq!(costs.len(), 2);
+/// assert!(ctxprune::tokens::counter("gpt2").is_err());     // names the unknown tokenizer
+/// # Ok::<(), ctxprune::Error>(())
+/// ```
 pub fn counter(name: &str) -> Result<Arc<dyn TokenCounter>> {
     // The named encodings are loaded once per process (about 0.3 s for o200k) and shared:
     // a counter holds no state between counts.

@@ -3,7 +3,7 @@
 //! vectors and token costs from `.npy` or JSON. Errors name the file and the row, line or
 //! field at fault, in one line.
 //!
-//! Every file is read through the one file-open contract ([`file`]): only when it is a
+//! Every file is read through the one file-open contract ([`file`](mod@file)): only when it is a
 //! regular file (a link to `/dev/urandom`, a FIFO or a directory is refused by name before
 //! a byte is read), and only up to the cap of its kind ([`crate::limits`]), so a read
 //! always ends. Every JSON goes through the one JSON reader ([`json`]: a repeated key is an

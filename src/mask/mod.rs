@@ -15,6 +15,25 @@
 //! an error naming the message or block: an observation answering no earlier call, a call
 //! answered twice, a call id reused while its call is unanswered, a tool call or result in
 //! a message of the wrong role, and markers of the other format.
+//!
+//! A [`masker::Masker`] is built once from a [`masker::MaskConfig`] and a token counter;
+//! each conversation keeps a [`masker::MaskSession`], which reuses the counts of what it
+//! has seen:
+//!
+//! ```
+//! use ctxprune::mask::{masker::{MaskConfig, Masker}, Trajectory};
+//! let turn = |i: usize| format!(
+//!     r#"{{"role":"assistant","content":null,"tool_calls":[{{"id":"c{i}","type":"function","function":{{"name":"search","arguments":"{{}}"}}}}]}},
+//!        {{"role":"tool","tool_call_id":"c{i}","content":"result {i} with many words of output"}}"#);
+//! let text = format!("[{{\"role\":\"user\",\"content\":\"go\"}},{}]",
+//!     (1..=7).map(turn).collect::<Vec<_>>().join(","));
+//! let mut traj = Trajectory::parse(&text, None)?;
+//! let masker = Masker::new(MaskConfig::default(), ctxprune::tokens::counter("approx")?)?;
+//! let stats = masker.session().mask(&mut traj);     // the paper's rule: keep the last 5 turns
+//! assert_eq!((stats.observations_masked, stats.observations_kept), (2, 5));
+//! assert!(traj.to_json().contains("c1"));           // calls and ids stay; contents are replaced
+//! # Ok::<(), ctxprune::Error>(())
+//! ```
 
 pub mod masker;
 pub mod pages;

@@ -18,7 +18,7 @@
 //!   messages with no line-id protocol, so the proxy is computed at the granularity the
 //!   gold SNR uses, normalised page URLs ([`crate::mask::pages::normalize_url`]).
 //!
-//! [`fit`] then follows D.4–D.5: features are standardised and expanded to degree 2, and
+//! [`fit`](fn@fit) then follows D.4–D.5: features are standardised and expanded to degree 2, and
 //! a ridge regression is fitted with `alpha ∈ {10^-4 … 10^4}` chosen by query-grouped
 //! K-fold CV ([`folds::group_k_fold`]; each row's fold is in the report) as scikit-learn's
 //! `GridSearchCV(..., scoring="neg_mean_squared_error")` chooses it: the least mean over

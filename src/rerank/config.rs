@@ -70,12 +70,12 @@ pub enum Prior {
     /// Zero everywhere; the query's residual is 1.
     Zero,
     /// `alpha` times the MIPS percentile, `alpha` in `[0, 1]` re-fitted after every call by
-    /// generalised least squares with a ridge toward 1 ([`gp::Gp::set_adaptive`]): the paper's
+    /// generalised least squares with a ridge toward 1 ([`super::gp::Gp::set_adaptive`]): the paper's
     /// prior while the scores agree with it, fading to zero as they contradict it.
     Adaptive,
 }
 
-/// The adaptive prior's ridge toward `alpha = 1` ([`gp::Gp::set_adaptive`]).
+/// The adaptive prior's ridge toward `alpha = 1` ([`super::gp::Gp::set_adaptive`]).
 pub const ADAPTIVE_RIDGE: f64 = 1.0;
 
 /// How the next call is chosen.
@@ -126,7 +126,7 @@ pub struct RerankConfig {
     /// `capacity` documents); needs per-document token counts.
     pub token_capacity: Option<u64>,
     /// With the adaptive prior: documents scored first, in one call, spread evenly over
-    /// the MIPS ranks below the top ([`probe_ranks`]), so the prior's fit sees its shape and
+    /// the MIPS ranks below the top ([`super::probe_ranks`]), so the prior's fit sees its shape and
     /// not only its top. By default 0.
     pub prior_probes: usize,
     /// The GP's kernel (and RGS's neighbourhoods). By default vMF with the median

@@ -22,7 +22,7 @@
 //! under a token budget it takes the best candidate that still fits.
 //!
 //! A service builds a [`Selector`] once (the config is checked there) and calls
-//! [`Selector::select`] on a resident [`Pool`] from any thread; the free
+//! [`Selector::select`] on a resident [`Pool`](crate::Pool) from any thread; the free
 //! [`select`] is a thin wrapper that does both per call on the CPU.
 //!
 //! ```
@@ -62,7 +62,7 @@ use crate::error::Result;
 
 /// Runs `cfg` on `inp` on the CPU: a thin wrapper over [`Selector`] (the config is checked
 /// on every call and the rows normalised per call; a service keeps a [`Selector`] and a
-/// [`Pool`] instead).
+/// [`Pool`](crate::Pool) instead).
 pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
     Selector::new(&Engine::cpu(), cfg.clone())?.select_inputs(inp)
 }

@@ -5,7 +5,7 @@ use super::{Method, Mode, Stop};
 use crate::backend::BackendKind;
 use crate::embeddings::Embeddings;
 
-/// What to select from, all borrowed: the free function [`select`]'s input. Rows of
+/// What to select from, all borrowed: the free function [`select`](super::select())'s input. Rows of
 /// `embeddings` (or entries of `texts`) are the pool; `retained` names rows already in
 /// the context `C`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -24,11 +24,11 @@ pub struct Inputs<'a> {
     pub retained: &'a [usize],
     /// Stops the selection between greedy steps (and between blocks of coverage's
     /// neighbour search) once cancelled or past its deadline, with
-    /// [`Error::Cancelled`]. By default none: the selection runs to its end.
+    /// [`Error::Cancelled`](crate::Error::Cancelled). By default none: the selection runs to its end.
     pub cancel: Option<&'a crate::cancel::Cancel>,
 }
 
-/// One selection request against a resident [`Pool`]: everything but the pool.
+/// One selection request against a resident [`Pool`](crate::Pool): everything but the pool.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Request<'a> {
     /// The query embedding (MMR, DPP and hybrid need it; coverage weighs by it if given).
@@ -43,7 +43,7 @@ pub struct Request<'a> {
     pub retained: &'a [usize],
     /// Stops the selection between greedy steps (and between blocks of coverage's
     /// neighbour search) once cancelled or past its deadline, with
-    /// [`Error::Cancelled`]. By default none: the selection runs to its end.
+    /// [`Error::Cancelled`](crate::Error::Cancelled). By default none: the selection runs to its end.
     pub cancel: Option<&'a crate::cancel::Cancel>,
 }
 

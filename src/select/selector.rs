@@ -225,7 +225,7 @@ impl Selector {
     }
 
     /// Selects from borrowed inputs (the rows are normalised into a copy unless already
-    /// unit, and uploaded per call on a device engine): what [`select`] runs.
+    /// unit, and uploaded per call on a device engine): what [`select`](super::select()) runs.
     pub fn select_inputs(&self, inp: &Inputs<'_>) -> Result<Selection> {
         let m = self.cfg.method;
         let n = match (m, inp.embeddings, inp.texts) {

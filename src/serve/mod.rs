@@ -6,9 +6,9 @@
 //!
 //! What a client cannot do to it:
 //! - **hold a connection**: a request head must arrive within `header_timeout`, its body
-//!   within `body_timeout` (408), or the connection is closed ([`conn`]);
+//!   within `body_timeout` (408), or the connection is closed (`conn.rs`);
 //! - **hold the compute**: each request's work runs in one of `max_concurrent` slots, each
-//!   with its share of the threads ([`slots`]), behind a bounded queue (503 with
+//!   with its share of the threads (`slots.rs`), behind a bounded queue (503 with
 //!   `Retry-After` when full); a request past its deadline (504) is cancelled and stops
 //!   within one greedy step or oracle call, freeing its slot;
 //! - **ask for more than the server gives**: bodies over `max_body_bytes` (413); work and
@@ -634,6 +634,15 @@ fn routes(shared: Arc<Shared>) -> Router {
 
 /// The service's routes over `engine` (for embedding in another axum application; its
 /// compute slots start here).
+///
+/// ```
+/// use ctxprune::serve::{router, ServeConfig};
+/// let app: axum::Router = router(ctxprune::Engine::cpu(), ServeConfig::default())?;
+/// // Serve it with axum (`axum::serve(listener, app)`), or nest it in your own router;
+/// // `ctxprune serve` runs the same routes with graceful shutdown ([`serve`]).
+/// # drop(app);
+/// # Ok::<(), ctxprune::Error>(())
+/// ```
 pub fn router(engine: Engine, cfg: ServeConfig) -> crate::Result<Router> {
     Ok(routes(shared(engine, cfg)?))
 }
