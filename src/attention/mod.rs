@@ -323,7 +323,7 @@ pub fn mass(engine: &Engine, qk: &Qk, seg: &Segmentation) -> Result<Mass> {
                 "the segmentation's {} reasoning steps {:?} are not the tensors' {:?}",
                 seg.steps.len(),
                 Short(&seg.steps),
-                Short(&qk.steps())
+                Short(qk.steps())
             ),
         ));
     }

@@ -17,8 +17,55 @@
 
 use crate::backend::cpu::gemm_abt;
 use crate::error::{Error, Result};
-use candle_transformers::models::bert::{Config, HiddenAct};
 use rayon::prelude::*;
+use serde::Deserialize;
+
+/// A BERT `config.json`, read as candle-transformers' `bert::Config` reads it (the same
+/// fields, required and defaulted alike, so the same files are accepted and refused).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Config {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub hidden_act: HiddenAct,
+    #[allow(dead_code)] // read to be refused when missing, as candle does
+    pub hidden_dropout_prob: f64,
+    pub max_position_embeddings: usize,
+    pub type_vocab_size: usize,
+    #[allow(dead_code)]
+    pub initializer_range: f64,
+    pub layer_norm_eps: f64,
+    #[allow(dead_code)]
+    pub pad_token_id: usize,
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub position_embedding_type: PositionEmbeddingType,
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub use_cache: bool,
+    #[allow(dead_code)]
+    pub classifier_dropout: Option<f64>,
+    pub model_type: Option<String>,
+}
+
+/// The feed-forward activation (`hidden_act`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum HiddenAct {
+    Gelu,
+    GeluApproximate,
+    Relu,
+}
+
+/// Position embeddings: absolute only (as candle-transformers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum PositionEmbeddingType {
+    #[default]
+    Absolute,
+}
 
 struct Norm {
     gamma: Vec<f32>,

@@ -13,9 +13,9 @@
 //!
 //! Two forward passes compute the same function ([`Forward`]): the default packs the
 //! batch's real tokens end to end and runs attention per sequence on every core (no
-//! padding, no mask); `Forward::CandleTransformers` runs candle-transformers' `BertModel`
-//! on the padded batch, and is what the default is tested against (with
-//! sentence-transformers' vectors).
+//! padding, no mask); `Forward::CandleTransformers` (feature `candle-reference`) runs
+//! candle-transformers' `BertModel` on the padded batch, and is what the default is tested
+//! against (with sentence-transformers' vectors).
 //!
 //! ```no_run
 //! use ctxprune::embed::{EncodeOptions, SentenceEncoder};
@@ -32,8 +32,12 @@ pub use config::{PoolingMode, SentenceConfig};
 
 use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
-use candle_core::{DType, Device, Tensor};
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use bert::Config as BertConfig;
+#[cfg(feature = "candle-reference")]
+use candle_core::Tensor;
+use candle_core::{DType, Device};
+#[cfg(feature = "candle-reference")]
+use candle_transformers::models::bert::BertModel;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
@@ -44,12 +48,16 @@ pub enum Forward {
     /// Packed tokens, fused per-sequence attention, all cores (the default).
     #[default]
     Packed,
-    /// candle-transformers' `BertModel` on padded batches with an attention mask.
+    /// candle-transformers' `BertModel` on padded batches with an attention mask: the
+    /// reference the packed pass is tested against (feature `candle-reference`, off by
+    /// default: it adds candle-transformers, minutes of compile).
+    #[cfg(feature = "candle-reference")]
     CandleTransformers,
 }
 
 enum Model {
     Packed(bert::Bert),
+    #[cfg(feature = "candle-reference")]
     Candle(BertModel),
 }
 
@@ -112,6 +120,7 @@ impl std::fmt::Debug for SentenceEncoder {
 }
 
 /// A candle error as this crate's, naming what was being done.
+#[cfg(feature = "candle-reference")]
 fn candle_err(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
     move |e| {
         Error::invalid(
@@ -223,6 +232,8 @@ impl SentenceEncoder {
             }
             None => return Err(Error::format(&cfg_path, "missing \"model_type\" (a string)")),
         }
+        #[cfg(feature = "candle-reference")]
+        let raw_config = raw.clone();
         let bert: BertConfig = serde_json::from_value(raw)
             .map_err(|e| Error::format(&cfg_path, format!("not a BERT configuration: {e}")))?;
         check_sizes(&bert, &cfg_path)?;
@@ -274,7 +285,13 @@ impl SentenceEncoder {
             })?;
         let model = match forward {
             Forward::Packed => bert::Bert::load(&vb, &bert).map(Model::Packed),
-            Forward::CandleTransformers => BertModel::load(vb, &bert).map(Model::Candle),
+            #[cfg(feature = "candle-reference")]
+            Forward::CandleTransformers => {
+                serde_json::from_value::<candle_transformers::models::bert::Config>(raw_config)
+                    .map_err(|e| candle_core::Error::Msg(format!("not a BERT configuration: {e}")))
+                    .and_then(|c| BertModel::load(vb, &c))
+                    .map(Model::Candle)
+            }
         }
         .map_err(|e| {
             Error::format(
@@ -412,6 +429,7 @@ impl SentenceEncoder {
                 }
                 Ok(self.pool(rows, |r, t| &states[(starts[r] + t) * h..(starts[r] + t + 1) * h]))
             }
+            #[cfg(feature = "candle-reference")]
             Model::Candle(m) => {
                 let (b, len) = (rows.len(), rows.iter().map(|r| r.len()).max().unwrap_or(0));
                 let mut ids = vec![0u32; b * len];
