@@ -299,9 +299,9 @@ fn gram_blocks_agree_with_the_kernel_definitions_on_every_backend() {
     }
 }
 
-/// BoundaryMORPH, BAGEL and the UCB ablation make the same calls and return the same
-/// top-k on every available backend (the GP's pool-sized state and kernel rows move to
-/// the device).
+/// BoundaryMORPH, BAGEL, the UCB ablation and RGS make the same calls and return the same
+/// top-k on every available backend (the GP's pool-sized state and kernel rows, and RGS's
+/// neighbours' kernel rows, move to the device).
 #[test]
 fn rerank_gp_runs_the_same_on_every_backend() {
     use ctxprune::rerank::{Acquisition, KernelChoice, Method, Precomputed, RerankConfig, Reranker};
@@ -316,6 +316,8 @@ fn rerank_gp_runs_the_same_on_every_backend() {
             (Method::BoundaryMorph, Acquisition::Boundary),
             (Method::Bagel, Acquisition::Ucb),
             (Method::BoundaryMorph, Acquisition::Ucb),
+            (Method::Rgs, Acquisition::Boundary),
+            (Method::RgsSimple, Acquisition::Boundary),
         ]
         .into_iter()
         .map(|(m, acq)| {

@@ -2,7 +2,7 @@
 //! module, a device type with no values (so every match over devices stays exhaustive
 //! and its CUDA arms are statically unreachable), and opens that say why CUDA is absent.
 
-use super::gp::{GpStore, PoolKernel};
+use super::gp::{GpStore, PoolKernel, RowReader};
 use super::picker::{Picker, PickerInputs, PickerKind, Rows};
 use super::report::{CheckReport, KernelsReport};
 use super::EngineOptions;
@@ -96,6 +96,14 @@ pub(crate) fn gp_store<'a>(
     _: &'a PoolKernel<'a>,
     _: &[f64],
 ) -> Result<Box<dyn GpStore + 'a>> {
+    match d.0 {}
+}
+
+pub(crate) fn kernel_row_reader<'a>(
+    d: &Device,
+    _: &'a DevRows,
+    _: &'a PoolKernel<'a>,
+) -> Result<Box<dyn RowReader + 'a>> {
     match d.0 {}
 }
 

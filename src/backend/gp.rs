@@ -33,6 +33,31 @@ pub trait KernelRows: Sync {
     }
 }
 
+/// Kernel rows `K(j, ·)` read one at a time where the pool lives (RGS's neighbours): on
+/// the host from a [`KernelRows`], on a device from its resident copy. An engine makes one
+/// ([`Engine::kernel_row_reader`](super::Engine)); a read can fail on a device.
+pub(crate) trait RowReader {
+    /// `out[i] = K(j, i)` for every pool item `i`.
+    fn row(&mut self, j: usize, out: &mut [f64]) -> Result<()>;
+}
+
+/// Rows read from host kernel rows.
+pub(crate) struct HostRowReader<'a>(pub(crate) &'a dyn KernelRows);
+
+impl RowReader for HostRowReader<'_> {
+    fn row(&mut self, j: usize, out: &mut [f64]) -> Result<()> {
+        let n = self.0.len();
+        if j >= n || out.len() != n {
+            return Err(Error::invalid(
+                "kernel row",
+                format!("row {j} into {} values for a pool of {n}", out.len()),
+            ));
+        }
+        self.0.row(j, out);
+        Ok(())
+    }
+}
+
 /// The precision of the pool copy kernel rows are read from: the pool's own f32 rows (the
 /// default and the paper's computation), or a half-precision copy made once per run (half
 /// the bytes per kernel-row pass, which is bound by memory bandwidth). The copy's rows are

@@ -445,6 +445,24 @@ impl Engine {
             (Device::Cuda(_), Resident::Host) => Err(not_resident(self)),
         }
     }
+
+    /// A reader of the pool kernel `src`'s rows, one at a time, where the pool lives (the
+    /// neighbours RGS expands). A half-precision copy's rows are read on the host, where it
+    /// lives.
+    pub(crate) fn kernel_row_reader<'a>(
+        &self,
+        src: &'a gp::PoolKernel<'a>,
+    ) -> Result<Box<dyn gp::RowReader + 'a>> {
+        if src.precision() != gp::RowPrecision::F32 {
+            return Ok(Box::new(gp::HostRowReader(src)));
+        }
+        match (&self.inner.device, src.rows.resident) {
+            (Device::Cpu, _) => Ok(Box::new(gp::HostRowReader(src))),
+            (Device::Cuda(d), Resident::Cuda(dev_rows)) => cuda::kernel_row_reader(d, dev_rows, src),
+            (Device::Cuda(_), Resident::CudaHalf(h)) => Err(half_only(self, h.storage(), "kernel rows")),
+            (Device::Cuda(_), Resident::Host) => Err(not_resident(self)),
+        }
+    }
 }
 
 fn half_only(e: &Engine, s: Storage, what: &str) -> Error {

@@ -273,11 +273,26 @@ impl Reranker {
             Method::Rgs => {
                 let seeds = ((budget as f64 / cfg.seed_div).round() as usize).min(budget);
                 let cap = seeds.max((cfg.frac * budget as f64).round() as usize).max(1);
-                rgs(&mut run, &src, budget, seeds.max(1), cfg.graph_degree, cap)?;
+                let mut rows = self.engine.kernel_row_reader(&src)?;
+                if !half {
+                    backend = self.engine.kind();
+                }
+                rgs(
+                    &mut run,
+                    rows.as_mut(),
+                    budget,
+                    seeds.max(1),
+                    cfg.graph_degree,
+                    cap,
+                )?;
                 (run.scored_above_tail(), false)
             }
             Method::RgsSimple => {
-                rgs(&mut run, &src, budget, 1, cfg.graph_degree, cfg.heap_cap)?;
+                let mut rows = self.engine.kernel_row_reader(&src)?;
+                if !half {
+                    backend = self.engine.kind();
+                }
+                rgs(&mut run, rows.as_mut(), budget, 1, cfg.graph_degree, cfg.heap_cap)?;
                 (run.scored_above_tail(), false)
             }
             Method::BoundaryMorph | Method::Bagel => {

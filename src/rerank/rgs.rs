@@ -1,7 +1,7 @@
 //! RGS, the graph-search baseline of App. C.2.
 
-use super::gp::KernelRows;
 use super::run::Run;
+use crate::backend::gp::RowReader;
 use crate::error::Result;
 
 /// RGS (App. C.2): score the MIPS top-`seeds` in one call and push them on a max-heap by
@@ -11,11 +11,12 @@ use crate::error::Result;
 /// budget is spent. When the heap empties, the next unscored document in MIPS order seeds
 /// (App. C.2 does not say; this keeps the budget working). With `seeds = budget` it is
 /// single-stage rerank. The graph is never built whole: an expanded document's neighbours
-/// come from its kernel row, read when it is expanded (at most `budget` rows, `O(N d)`
-/// each); the paper's DiskANN graph is approximate, this one is exact.
+/// come from its kernel row, read where the pool lives when it is expanded (at most
+/// `budget` rows, `O(N d)` each); the paper's DiskANN graph is approximate, this one is
+/// exact.
 pub(super) fn rgs(
     run: &mut Run<'_>,
-    kernel: &dyn KernelRows,
+    kernel: &mut dyn RowReader,
     budget: usize,
     seeds: usize,
     degree: usize,
@@ -23,8 +24,8 @@ pub(super) fn rgs(
 ) -> Result<()> {
     let n = run.n;
     let mut row = vec![0.0f64; n];
-    let mut neighbours = |j: usize| -> Vec<usize> {
-        kernel.row(j, &mut row);
+    let mut neighbours = |j: usize| -> Result<Vec<usize>> {
+        kernel.row(j, &mut row)?;
         let row = &row;
         let mut o: Vec<usize> = (0..n).filter(|&i| i != j).collect();
         let by = |a: &usize, b: &usize| row[*b].total_cmp(&row[*a]).then(a.cmp(b));
@@ -33,7 +34,7 @@ pub(super) fn rgs(
             o.truncate(degree);
         }
         o.sort_by(by);
-        o
+        Ok(o)
     };
     // Kept sorted: best score first, ties to the lower index.
     let mut heap: Vec<(f64, usize)> = Vec::new();
@@ -60,7 +61,7 @@ pub(super) fn rgs(
         }
         let (_, top) = heap.remove(0);
         let left = budget - run.scored.len();
-        let fresh: Vec<usize> = neighbours(top)
+        let fresh: Vec<usize> = neighbours(top)?
             .into_iter()
             .filter(|&i| run.y[i].is_none())
             .take(left)

@@ -8,7 +8,7 @@ use super::gram::{kernel_row, DevRows};
 use super::greedy::ArgmaxBufs;
 use super::raw::{self, Buf, Lane};
 use super::{checked_len, per_elem, to_i32, to_i64, Device, Poison};
-use crate::backend::gp::{check_rows, GpStore, PoolKernel, Readout, RowWeights};
+use crate::backend::gp::{check_rows, GpStore, PoolKernel, Readout, RowReader, RowWeights};
 use crate::error::{Error, Result};
 use crate::similarity::Kernel;
 
@@ -48,6 +48,79 @@ pub(crate) fn gp_store<'a>(
     mu0: &[f64],
 ) -> Result<Box<dyn GpStore + 'a>> {
     Ok(Box::new(DevStore::new(dev, dev_rows, src, mu0)?))
+}
+
+/// A reader of the kernel rows of `src` from its resident copy `dev_rows`: one kernel-row
+/// launch and one read of `N` floats per row (RGS's neighbours).
+pub(crate) fn kernel_row_reader<'a>(
+    dev: &Device,
+    dev_rows: &'a DevRows,
+    src: &'a PoolKernel<'a>,
+) -> Result<Box<dyn RowReader + 'a>> {
+    let n = dev_rows.n;
+    checked_len("inverse norms", src.rows.inv.len(), n)?;
+    if dev.ordinal() != dev_rows.ordinal {
+        return Err(Error::invalid(
+            "pool",
+            format!(
+                "resident on cuda:{}, not cuda:{}",
+                dev_rows.ordinal,
+                dev.ordinal()
+            ),
+        ));
+    }
+    let lane = dev.lane()?;
+    Ok(Box::new(DevRowReader {
+        krow: lane.zeros(n)?,
+        host: vec![0.0; n],
+        lane,
+        rows: dev_rows,
+        inv_host: src.rows.inv,
+        kernel: src.kernel,
+    }))
+}
+
+/// Kernel rows of a resident pool, read to the host one at a time.
+struct DevRowReader<'a> {
+    lane: Lane,
+    rows: &'a DevRows,
+    inv_host: &'a [f64],
+    kernel: Kernel,
+    krow: Buf<f32>,
+    host: Vec<f32>,
+}
+
+impl RowReader for DevRowReader<'_> {
+    fn row(&mut self, j: usize, out: &mut [f64]) -> Result<()> {
+        let n = self.rows.n;
+        if j >= n || out.len() != n {
+            return Err(Error::invalid(
+                "kernel row",
+                format!("row {j} into {} values for a pool of {n}", out.len()),
+            ));
+        }
+        let (lane, rows, k) = (&self.lane, self.rows, self.kernel);
+        item_row(lane, rows, self.inv_host, k, j, &mut self.krow)?;
+        self.lane.read(self.krow.v(), &mut self.host)?;
+        out.iter_mut()
+            .zip(&self.host)
+            .for_each(|(o, &v)| *o = f64::from(v));
+        Ok(())
+    }
+}
+
+/// `out = K(j, pool)`: the kernel row of pool item `j`, from the resident rows.
+fn item_row(lane: &Lane, rows: &DevRows, inv: &[f64], k: Kernel, j: usize, out: &mut Buf<f32>) -> Result<()> {
+    let d = rows.d;
+    kernel_row(
+        lane,
+        rows,
+        rows.x.slice(j * d..(j + 1) * d),
+        inv[j],
+        k,
+        Some(j),
+        out,
+    )
 }
 
 impl<'a> DevStore<'a> {
@@ -187,7 +260,7 @@ impl DevStore<'_> {
 
     fn append_inner(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, w: RowWeights) -> Result<()> {
         checked_len("GP append: l", l.len(), self.t)?;
-        let (n, d) = (self.n, self.rows.d);
+        let n = self.n;
         if self.t == self.cap {
             let new_cap = (self.cap * 2).max(1);
             let mut v = self.lane.zeros::<f32>(new_cap * n)?;
@@ -206,16 +279,8 @@ impl DevStore<'_> {
                         format!("index {j} outside the pool of {n}"),
                     ));
                 }
-                let y = self.rows.x.slice(j * d..(j + 1) * d);
-                kernel_row(
-                    &self.lane,
-                    self.rows,
-                    y,
-                    self.inv_host[j],
-                    self.kernel,
-                    Some(j),
-                    &mut self.krow,
-                )?;
+                let (lane, rows, k) = (&self.lane, self.rows, self.kernel);
+                item_row(lane, rows, self.inv_host, k, j, &mut self.krow)?;
             }
             None => kernel_row(
                 &self.lane,

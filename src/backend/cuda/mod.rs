@@ -46,7 +46,7 @@ use std::sync::Arc;
 
 pub(crate) use attention::attention_mass;
 pub(crate) use compile::compile_kernels;
-pub(crate) use gp::gp_store;
+pub(crate) use gp::{gp_store, kernel_row_reader};
 pub(crate) use gram::{gram, gram_batched, gram_half, gram_rows, upload_half_rows, upload_rows};
 pub(crate) use greedy::greedy_picker;
 
