@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target (fuzz/fuzz_targets/) for SECONDS_PER_TARGET seconds each
-# (default 60), one after another, with libFuzzer via cargo-fuzz, on the stable toolchain.
+# (default 60), one per core at a time, with libFuzzer via cargo-fuzz, on the stable
+# toolchain.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   scripts/fuzz.sh --build-only      (install cargo-fuzz and build every target, then stop)
@@ -19,6 +20,7 @@
 #                removed at exit); set it to keep the grown corpora, e.g. to minimise
 #                them into fuzz/corpus with `cargo fuzz cmin`.
 #   FUZZ_ARGS    extra libFuzzer flags for every target (e.g. "-max_len=65536").
+#   FUZZ_JOBS    targets fuzzed at once (default: the number of cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -74,19 +76,12 @@ else
   trap 'rm -rf "$work"' EXIT
 fi
 
-failed=()
-summary=()
-for t in "${targets[@]}"; do
-  if [ ! -x "$bin/$t" ]; then
-    echo "unknown fuzz target '$t' (known: ${all_targets[*]})" >&2
-    exit 2
-  fi
-  corpus=$work/corpus/$t
+# One target's run: its summary line into $work/$t.line, its failure (if any) into
+# $work/$t.failed.
+fuzz_one() {
+  local t=$1 corpus=$work/corpus/$1 log=$work/$1.log rc=0 execs rate entries artifact status
   mkdir -p "$corpus" "fuzz/artifacts/$t"
   cp -n fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true
-  log=$work/$t.log
-  echo "== $t: ${seconds} s (log: $log)"
-  rc=0
   # shellcheck disable=SC2086
   "$bin/$t" "$corpus" \
     -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
@@ -100,13 +95,46 @@ for t in "${targets[@]}"; do
     grep -E "panicked at|ERROR: libFuzzer|SUMMARY" "$log" | head -5 >&2 || true
     echo "FAILED: $t (exit $rc); artifact: ${artifact:-none, see $log}" >&2
     echo "  reproduce: $bin/$t ${artifact:-ARTIFACT}" >&2
-    failed+=("$t: ${artifact:-$log}")
+    echo "$t: ${artifact:-$log}" >"$work/$t.failed"
     status=FAILED
   else
     status=ok
   fi
-  summary+=("$(printf '%-20s %6s s %12s execs %8s exec/s %6s corpus  %s' \
-    "$t" "$seconds" "${execs:-?}" "${rate:-?}" "$entries" "$status")")
+  printf '%-20s %6s s %12s execs %8s exec/s %6s corpus  %s\n' \
+    "$t" "$seconds" "${execs:-?}" "${rate:-?}" "$entries" "$status" >"$work/$t.line"
+}
+
+# FUZZ_JOBS targets at a time (default: one per core; each libFuzzer process is
+# single-threaded), each for its full SECONDS_PER_TARGET.
+jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+if ! [[ $jobs =~ ^[0-9]+$ ]] || [ "$jobs" -lt 1 ]; then
+  echo "FUZZ_JOBS must be a positive integer, got '$jobs'" >&2
+  exit 2
+fi
+running=0
+for t in "${targets[@]}"; do
+  if [ ! -x "$bin/$t" ]; then
+    echo "unknown fuzz target '$t' (known: ${all_targets[*]})" >&2
+    exit 2
+  fi
+done
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  echo "== $t: ${seconds} s (log: $work/$t.log)"
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+  summary+=("$(cat "$work/$t.line")")
+  if [ -f "$work/$t.failed" ]; then
+    failed+=("$(cat "$work/$t.failed")")
+  fi
 done
 
 echo "== fuzzing summary (${seconds} s per target)"
