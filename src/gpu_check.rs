@@ -113,7 +113,8 @@ fn selectors(gpu: &Engine, cpu: &Engine, rng: &mut Rng, rep: &mut CheckReport) -
 }
 
 /// BoundaryMORPH, BAGEL and the UCB ablation with the GP store and kernel rows on the
-/// device: the same calls and top-k as on the CPU.
+/// device, and RGS with its neighbours' kernel rows there: the same calls and top-k as on
+/// the CPU.
 fn reranks(gpu: &Engine, cpu: &Engine, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
     let e = random(701, 41, rng)?;
     let q: Vec<f32> = (0..41).map(|_| rng.normal() as f32).collect();
@@ -127,6 +128,7 @@ fn reranks(gpu: &Engine, cpu: &Engine, rng: &mut Rng, rep: &mut CheckReport) -> 
         ),
         ("bagel", R::Bagel, crate::rerank::Acquisition::Ucb),
         ("ablation:ucb", R::BoundaryMorph, crate::rerank::Acquisition::Ucb),
+        ("rgs", R::Rgs, crate::rerank::Acquisition::Boundary),
     ] {
         let mut cfg = RerankConfig::new(m, 60, 20);
         cfg.acquisition = acq;

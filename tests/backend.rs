@@ -515,9 +515,11 @@ fn pools_and_selectors_refuse_bad_input_with_the_right_kind() {
 
 /// Half-precision pools: on a device the Gram runs from f16/bf16 rows (within 1e-2 of the
 /// definition on the f32 originals) and greedy selection, which needs f32 rows there, is
-/// refused; the CPU keeps f32 rows and refuses half storage.
+/// refused; RGS reads its kernel rows on the host; the CPU keeps f32 rows and refuses half
+/// storage.
 #[test]
 fn half_storage_pools_serve_the_gram_where_the_device_has_it() {
+    use ctxprune::rerank::{Method as RerankMethod, Precomputed, RerankConfig, Reranker};
     use ctxprune::similarity::Kernel;
     use ctxprune::{ErrorKind, Storage};
     let (e, q, _) = crate::raw_problem(53, 19, 12);
@@ -554,6 +556,25 @@ fn half_storage_pools_serve_the_gram_where_the_device_has_it() {
             };
             let err = s.select(&pool, &req).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+            // RGS reads its kernel rows from the host's f32 rows instead, and says so: the
+            // same calls and top-k as on a CPU pool.
+            let scores: Vec<f64> = (0..n).map(|i| ((i * 37) % 53) as f64 / 53.0).collect();
+            let cfg = RerankConfig::new(RerankMethod::Rgs, 12, 5);
+            let run = |engine: &Engine, pool: &Pool| {
+                Reranker::new(engine, cfg.clone())
+                    .unwrap()
+                    .rerank(pool, &q, &mut Precomputed::new(scores.clone(), 12).unwrap())
+                    .unwrap()
+            };
+            let got = run(&engine, &pool);
+            let want = run(
+                &Engine::cpu(),
+                &Pool::from_embeddings(&Engine::cpu(), &e).unwrap(),
+            );
+            assert_eq!((&got.scored, &got.selected), (&want.scored, &want.selected));
+            assert_eq!(got.backend, BackendKind::Cpu);
+            let note = format!("rgs runs on the CPU (the pool is stored as {} on", storage.name());
+            assert!(got.notes.iter().any(|n| n.starts_with(&note)), "{:?}", got.notes);
         }
     }
 }

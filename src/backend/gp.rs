@@ -39,6 +39,8 @@ pub trait KernelRows: Sync {
 pub(crate) trait RowReader {
     /// `out[i] = K(j, i)` for every pool item `i`.
     fn row(&mut self, j: usize, out: &mut [f64]) -> Result<()>;
+    /// Where the rows are computed.
+    fn backend(&self) -> super::BackendKind;
 }
 
 /// Rows read from host kernel rows.
@@ -55,6 +57,10 @@ impl RowReader for HostRowReader<'_> {
         }
         self.0.row(j, out);
         Ok(())
+    }
+
+    fn backend(&self) -> super::BackendKind {
+        super::BackendKind::Cpu
     }
 }
 

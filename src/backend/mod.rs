@@ -90,7 +90,7 @@ impl std::str::FromStr for BackendChoice {
 /// memory and runs the Gram on tensor cores (f32 accumulation); the greedy step kernels
 /// and the GP store read f32 rows, so they refuse a half pool ([`Error::Unsupported`]),
 /// while `Pool::gram` and the paths that run on the host copy (gating, hybrid, lexical,
-/// single-stage, RGS) serve it. The CPU keeps f32 rows: half storage there is an error.
+/// single-stage, and RGS, whose kernel rows are then read on the host) serve it. The CPU keeps f32 rows: half storage there is an error.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Storage {
     /// f32 (every capability).
@@ -447,8 +447,8 @@ impl Engine {
     }
 
     /// A reader of the pool kernel `src`'s rows, one at a time, where the pool lives (the
-    /// neighbours RGS expands). A half-precision copy's rows are read on the host, where it
-    /// lives.
+    /// neighbours RGS expands). A half-precision copy's rows (`src`'s, or the device's) are
+    /// read on the host, from the f32 rows there.
     pub(crate) fn kernel_row_reader<'a>(
         &self,
         src: &'a gp::PoolKernel<'a>,
@@ -459,7 +459,7 @@ impl Engine {
         match (&self.inner.device, src.rows.resident) {
             (Device::Cpu, _) => Ok(Box::new(gp::HostRowReader(src))),
             (Device::Cuda(d), Resident::Cuda(dev_rows)) => cuda::kernel_row_reader(d, dev_rows, src),
-            (Device::Cuda(_), Resident::CudaHalf(h)) => Err(half_only(self, h.storage(), "kernel rows")),
+            (Device::Cuda(_), Resident::CudaHalf(_)) => Ok(Box::new(gp::HostRowReader(src))),
             (Device::Cuda(_), Resident::Host) => Err(not_resident(self)),
         }
     }

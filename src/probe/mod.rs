@@ -51,6 +51,7 @@
 //! assert_eq!(auc, Some(0.875));
 //! ```
 
+mod classify;
 pub mod dataset;
 pub mod features;
 pub mod fit;

@@ -135,8 +135,8 @@ pub struct RerankConfig {
     /// The precision of the pool copy kernel rows are read from (every method that reads
     /// them: boundary-morph, bagel, rgs, rgs-simple). By default f32, the pool itself and
     /// the paper's computation; bf16 and f16 read a half-precision copy made once per run
-    /// (half the bytes per row; the GP's arithmetic stays f64; on a GPU engine the GP then
-    /// runs on the CPU, beside the copy).
+    /// (half the bytes per row; the GP's arithmetic stays f64; on a GPU engine the GP and
+    /// RGS's kernel rows then run on the CPU, beside the copy).
     pub row_precision: RowPrecision,
 }
 

@@ -10,7 +10,7 @@ use super::run::Run;
 use super::{
     kernel_rows, kernel_rows_in, Acquisition, KernelChoice, Method, Oracle, Prior, RerankConfig, RowPrecision,
 };
-use crate::backend::{BackendKind, Engine};
+use crate::backend::{BackendKind, Engine, Storage};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::similarity::Kernel;
@@ -35,7 +35,8 @@ pub struct Reranked {
     /// Notes for the caller (a budget capped at the pool size, an early stop, a step that
     /// ran on the CPU).
     pub notes: Vec<String>,
-    /// Where the GP's pool-sized work ran.
+    /// Where the pool-sized work ran: the GP's (boundary-morph, bagel) or the kernel rows
+    /// of RGS's neighbours.
     pub backend: BackendKind,
 }
 
@@ -274,9 +275,7 @@ impl Reranker {
                 let seeds = ((budget as f64 / cfg.seed_div).round() as usize).min(budget);
                 let cap = seeds.max((cfg.frac * budget as f64).round() as usize).max(1);
                 let mut rows = self.engine.kernel_row_reader(&src)?;
-                if !half {
-                    backend = self.engine.kind();
-                }
+                backend = rows.backend();
                 rgs(
                     &mut run,
                     rows.as_mut(),
@@ -289,9 +288,7 @@ impl Reranker {
             }
             Method::RgsSimple => {
                 let mut rows = self.engine.kernel_row_reader(&src)?;
-                if !half {
-                    backend = self.engine.kind();
-                }
+                backend = rows.backend();
                 rgs(&mut run, rows.as_mut(), budget, 1, cfg.graph_degree, cfg.heap_cap)?;
                 (run.scored_above_tail(), false)
             }
@@ -368,11 +365,16 @@ impl Reranker {
                 self.engine.name()
             ));
         } else if backend == BackendKind::Cpu && self.engine.kind() != BackendKind::Cpu {
-            notes.push(format!(
-                "{} runs on the CPU (no {} path for it)",
-                cfg.method.name(),
-                self.engine.name()
-            ));
+            let why = if pool.storage() == Storage::F32 || cfg.method == Method::SingleStage {
+                format!("no {} path for it", self.engine.name())
+            } else {
+                format!(
+                    "the pool is stored as {} on {}, and its kernel rows read f32 rows",
+                    pool.storage().name(),
+                    self.engine.name()
+                )
+            };
+            notes.push(format!("{} runs on the CPU ({why})", cfg.method.name()));
         }
         let (selected, used) = match &fill {
             None => (rank(&values)[..cfg.capacity].to_vec(), None),

@@ -107,6 +107,10 @@ impl RowReader for DevRowReader<'_> {
             .for_each(|(o, &v)| *o = f64::from(v));
         Ok(())
     }
+
+    fn backend(&self) -> crate::backend::BackendKind {
+        crate::backend::BackendKind::Cuda
+    }
 }
 
 /// `out = K(j, pool)`: the kernel row of pool item `j`, from the resident rows.
