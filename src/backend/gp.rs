@@ -46,15 +46,20 @@ pub(crate) trait RowReader {
 /// Rows read from host kernel rows.
 pub(crate) struct HostRowReader<'a>(pub(crate) &'a dyn KernelRows);
 
+/// Checks a [`RowReader::row`] request: row `j` of a pool of `n` into `out` values.
+pub(crate) fn check_row(j: usize, n: usize, out: usize) -> Result<()> {
+    if j >= n || out != n {
+        return Err(Error::invalid(
+            "kernel row",
+            format!("row {j} into {out} values for a pool of {n}"),
+        ));
+    }
+    Ok(())
+}
+
 impl RowReader for HostRowReader<'_> {
     fn row(&mut self, j: usize, out: &mut [f64]) -> Result<()> {
-        let n = self.0.len();
-        if j >= n || out.len() != n {
-            return Err(Error::invalid(
-                "kernel row",
-                format!("row {j} into {} values for a pool of {n}", out.len()),
-            ));
-        }
+        check_row(j, self.0.len(), out.len())?;
         self.0.row(j, out);
         Ok(())
     }

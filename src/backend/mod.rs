@@ -90,7 +90,8 @@ impl std::str::FromStr for BackendChoice {
 /// memory and runs the Gram on tensor cores (f32 accumulation); the greedy step kernels
 /// and the GP store read f32 rows, so they refuse a half pool ([`Error::Unsupported`]),
 /// while `Pool::gram` and the paths that run on the host copy (gating, hybrid, lexical,
-/// single-stage, and RGS, whose kernel rows are then read on the host) serve it. The CPU keeps f32 rows: half storage there is an error.
+/// single-stage, and RGS, whose kernel rows are then read on the host) serve it. The CPU
+/// keeps f32 rows: half storage there is an error.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Storage {
     /// f32 (every capability).
@@ -453,14 +454,13 @@ impl Engine {
         &self,
         src: &'a gp::PoolKernel<'a>,
     ) -> Result<Box<dyn gp::RowReader + 'a>> {
-        if src.precision() != gp::RowPrecision::F32 {
-            return Ok(Box::new(gp::HostRowReader(src)));
-        }
+        let f32_rows = src.precision() == gp::RowPrecision::F32;
         match (&self.inner.device, src.rows.resident) {
-            (Device::Cpu, _) => Ok(Box::new(gp::HostRowReader(src))),
-            (Device::Cuda(d), Resident::Cuda(dev_rows)) => cuda::kernel_row_reader(d, dev_rows, src),
-            (Device::Cuda(_), Resident::CudaHalf(_)) => Ok(Box::new(gp::HostRowReader(src))),
-            (Device::Cuda(_), Resident::Host) => Err(not_resident(self)),
+            (Device::Cuda(d), Resident::Cuda(dev_rows)) if f32_rows => {
+                cuda::kernel_row_reader(d, dev_rows, src)
+            }
+            (Device::Cuda(_), Resident::Host) if f32_rows => Err(not_resident(self)),
+            _ => Ok(Box::new(gp::HostRowReader(src))),
         }
     }
 }

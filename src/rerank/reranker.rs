@@ -271,25 +271,19 @@ impl Reranker {
                 run.call(&top)?;
                 (run.scored_above_tail(), false)
             }
-            Method::Rgs => {
-                let seeds = ((budget as f64 / cfg.seed_div).round() as usize).min(budget);
-                let cap = seeds.max((cfg.frac * budget as f64).round() as usize).max(1);
+            Method::Rgs | Method::RgsSimple => {
+                let (seeds, cap) = if cfg.method == Method::Rgs {
+                    let seeds = ((budget as f64 / cfg.seed_div).round() as usize).min(budget);
+                    (
+                        seeds.max(1),
+                        seeds.max((cfg.frac * budget as f64).round() as usize).max(1),
+                    )
+                } else {
+                    (1, cfg.heap_cap)
+                };
                 let mut rows = self.engine.kernel_row_reader(&src)?;
                 backend = rows.backend();
-                rgs(
-                    &mut run,
-                    rows.as_mut(),
-                    budget,
-                    seeds.max(1),
-                    cfg.graph_degree,
-                    cap,
-                )?;
-                (run.scored_above_tail(), false)
-            }
-            Method::RgsSimple => {
-                let mut rows = self.engine.kernel_row_reader(&src)?;
-                backend = rows.backend();
-                rgs(&mut run, rows.as_mut(), budget, 1, cfg.graph_degree, cfg.heap_cap)?;
+                rgs(&mut run, rows.as_mut(), budget, seeds, cfg.graph_degree, cap)?;
                 (run.scored_above_tail(), false)
             }
             Method::BoundaryMorph | Method::Bagel => {

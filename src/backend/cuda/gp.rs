@@ -8,7 +8,7 @@ use super::gram::{kernel_row, DevRows};
 use super::greedy::ArgmaxBufs;
 use super::raw::{self, Buf, Lane};
 use super::{checked_len, per_elem, to_i32, to_i64, Device, Poison};
-use crate::backend::gp::{check_rows, GpStore, PoolKernel, Readout, RowReader, RowWeights};
+use crate::backend::gp::{check_row, check_rows, GpStore, PoolKernel, Readout, RowReader, RowWeights};
 use crate::error::{Error, Result};
 use crate::similarity::Kernel;
 
@@ -92,13 +92,7 @@ struct DevRowReader<'a> {
 
 impl RowReader for DevRowReader<'_> {
     fn row(&mut self, j: usize, out: &mut [f64]) -> Result<()> {
-        let n = self.rows.n;
-        if j >= n || out.len() != n {
-            return Err(Error::invalid(
-                "kernel row",
-                format!("row {j} into {} values for a pool of {n}", out.len()),
-            ));
-        }
+        check_row(j, self.rows.n, out.len())?;
         let (lane, rows, k) = (&self.lane, self.rows, self.kernel);
         item_row(lane, rows, self.inv_host, k, j, &mut self.krow)?;
         self.lane.read(self.krow.v(), &mut self.host)?;
