@@ -11,11 +11,14 @@ the stored history is never touched.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Mapping
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import MaskSession
+from ._errors import InvalidInputError
 
 
 class MaskCore:
@@ -75,3 +78,72 @@ def check_carried(i: int, d: Dict[str, Any], m: Dict[str, Any], carried: set, wh
 
 def _rebuild(options: Dict[str, Any]) -> MaskCore:
     return MaskCore(**options)
+
+
+
+def without(d: Mapping[str, Any], key: str) -> Dict[str, Any]:
+    """`d` without `key`, as a new dict."""
+    return {k: v for k, v in d.items() if k != key}
+
+
+def only_arguments(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a tool-call message changed in its calls' arguments alone."""
+    a, b = old["tool_calls"], new.get("tool_calls")
+    if without(new, "tool_calls") != without(old, "tool_calls") or not isinstance(b, list) or len(a) != len(b):
+        return False
+    return all(isinstance(y, Mapping) and isinstance(y.get("function"), Mapping)
+               and without(y, "function") == without(x, "function")
+               and without(y["function"], "arguments") == without(x["function"], "arguments")
+               for x, y in zip(a, b))
+
+
+_AT = re.compile(r"messages\[(\d+)\](?:\.tool_calls\[(\d+)\])?")
+
+
+def renamed(text: str, where: List[List[int]], label: str) -> str:
+    """The core's message names (messages[m], messages[m].tool_calls[k]) as the
+    framework's: `label[i]`, `i` the item that message (or that call) stands for."""
+
+    def item(m: re.Match) -> str:
+        msg, k = int(m.group(1)), m.group(2)
+        if msg >= len(where):
+            return m.group(0)
+        ix = where[msg]
+        return f"{label}[{ix[int(k)] if k is not None and int(k) < len(ix) else ix[0]}]"
+
+    return _AT.sub(item, text)
+
+
+def carry_back(
+    core: MaskCore,
+    items: Sequence[Any],
+    messages: List[Dict[str, Any]],
+    where: List[List[int]],
+    label: str,
+    output: Callable[[Any, Any], Any],
+    arguments: Callable[[Any, Any], Any],
+    hint: Callable[[str], str] = lambda text: text,
+) -> List[Any]:
+    """Masks `messages` (the chat view of the framework's `items`; `where[m]`: the items
+    message m stands for, one per call for a message of calls) and returns the items with
+    each change carried back into a copy: `output(item, content)` for a masked
+    observation, `arguments(item, args)` for a call whose arguments were cleared. Errors
+    name the item at fault as `label[i]` (then passed through `hint`)."""
+    try:
+        changes = core.changes(messages)
+    except InvalidInputError as e:
+        raise InvalidInputError(hint(renamed(str(e), where, label))) from None
+    out = list(items)
+    for m, new in changes:
+        old = messages[m]
+        if old["role"] == "tool" and without(new, "content") == without(old, "content"):
+            i = where[m][0]
+            out[i] = output(items[i], new["content"])
+        elif old.get("tool_calls") and only_arguments(old, new):
+            for k, (a, b) in enumerate(zip(old["tool_calls"], new["tool_calls"])):
+                if a != b:
+                    i = where[m][k]
+                    out[i] = arguments(items[i], b["function"]["arguments"])
+        else:  # masking changes only observations and call arguments
+            raise AssertionError(f"masking changed {label}[{where[m][0]}] in a way no item can carry")
+    return out

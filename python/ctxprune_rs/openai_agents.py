@@ -48,7 +48,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ._agents import MaskCore
+from ._agents import MaskCore, carry_back
 from ._errors import InvalidInputError
 
 __all__ = ["CtxpruneInputFilter", "to_messages", "sdk_tool_error"]
@@ -179,20 +179,6 @@ def to_messages(
 
 _NO_CALL = (" (a function_call_output needs its function_call earlier in the input; with previous_response_id"
             " or conversation_id the server holds the history and the filter has nothing to mask)")
-_AT = re.compile(r"messages\[(\d+)\](?:\.tool_calls\[(\d+)\])?")
-
-
-def _renamed(text: str, where: List[List[int]]) -> str:
-    """The core's message names (messages[m], messages[m].tool_calls[k]) as item names."""
-
-    def item(m: re.Match) -> str:
-        msg, k = int(m.group(1)), m.group(2)
-        if msg >= len(where):
-            return m.group(0)
-        ix = where[msg]
-        return f"input[{ix[int(k)] if k is not None and int(k) < len(ix) else ix[0]}]"
-
-    return _AT.sub(item, text)
 
 
 def _replaced(item: Any, key: str, value: Any) -> Any:
@@ -240,28 +226,11 @@ class CtxpruneInputFilter:
         An error names the item at fault as `input[i]`."""
         items = list(items)
         messages, where = _convert(items, self._is_error)
-        try:
-            changes = self._core.changes(messages)
-        except InvalidInputError as e:
-            text = _renamed(str(e), where)
-            if "which no earlier call made" in text:
-                text += _NO_CALL
-            raise InvalidInputError(text) from None
-        out = list(items)
-        for m, new in changes:
-            old = messages[m]
-            if old["role"] == "tool" and _without(new, "content") == _without(old, "content"):
-                i = where[m][0]
-                out[i] = _replaced(items[i], "output", new["content"])
-            elif old.get("tool_calls") and _only_arguments(old, new):
-                for k, (a, b) in enumerate(zip(old["tool_calls"], new["tool_calls"])):
-                    if a != b:
-                        args = b["function"]["arguments"]
-                        i = where[m][k]
-                        out[i] = _replaced(items[i], "arguments", args if isinstance(args, str) else _json(args))
-            else:  # masking changes only observations and call arguments
-                raise AssertionError(f"masking changed input[{where[m][0]}] in a way that has no item to carry it")
-        return out
+        return carry_back(
+            self._core, items, messages, where, "input",
+            output=lambda item, text: _replaced(item, "output", text),
+            arguments=lambda item, args: _replaced(item, "arguments", args if isinstance(args, str) else _json(args)),
+            hint=lambda text: text + _NO_CALL if "which no earlier call made" in text else text)
 
     def __call__(self, data: Any) -> Any:
         from agents.run_config import ModelInputData
@@ -278,17 +247,3 @@ class CtxpruneInputFilter:
         opts = ", ".join(f"{k}={v!r}" for k, v in self._core.options.items() if k != "format")
         return f"CtxpruneInputFilter({opts})"
 
-
-def _without(d: Mapping[str, Any], key: str) -> Dict[str, Any]:
-    return {k: v for k, v in d.items() if k != key}
-
-
-def _only_arguments(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether a tool-call message changed in its calls' arguments alone."""
-    a, b = old["tool_calls"], new.get("tool_calls")
-    if _without(new, "tool_calls") != _without(old, "tool_calls") or not isinstance(b, list) or len(a) != len(b):
-        return False
-    return all(isinstance(y, Mapping) and isinstance(y.get("function"), Mapping)
-               and _without(y, "function") == _without(x, "function")
-               and _without(y["function"], "arguments") == _without(x["function"], "arguments")
-               for x, y in zip(a, b))

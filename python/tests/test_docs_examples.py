@@ -14,7 +14,7 @@ PAGES = sorted((ROOT / "docs" / "integrations").glob("*.md"))
 NEEDS = {
     "langchain": "langchain_classic", "llamaindex": "llama_index.core", "haystack": "haystack",
     "agents-langchain": "langchain", "agents-llamaindex": "llama_index.core",
-    "agents-haystack": "haystack", "agents-openai": "agents",
+    "agents-haystack": "haystack", "agents-openai": "agents", "agents-openhands": "openhands.sdk",
 }
 
 
