@@ -44,6 +44,8 @@ mod serve;
 mod serve_attention;
 #[cfg(feature = "serve")]
 mod serve_hostile;
+#[cfg(all(feature = "serve", feature = "cli"))]
+mod serve_replicas;
 #[cfg(feature = "embed")]
 mod sizes;
 mod slow;

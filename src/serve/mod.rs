@@ -117,6 +117,15 @@ pub struct ServeConfig {
     /// needs the attended model's own tokenizer). The server reads no file a request
     /// names. By default none.
     pub tokenizers: Vec<(String, Arc<crate::tokens::HfTokenizer>)>,
+    /// Named pools to make resident at start, as (name, file): a `.npy`, a
+    /// `.safetensors` (`FILE.safetensors:TENSOR` picks a tensor) or JSON lines, as
+    /// [`crate::io::load_embeddings`] reads them. [`serve`] listens at once and loads them
+    /// in the background: `/readyz` answers 503 (`"ready": false`, the names still
+    /// loading) until every one is resident, and a request naming one still loading gets
+    /// 503. A pool that fails to load stops the server with the error. So replicas
+    /// started with the same pools are identical and stateless behind a load balancer.
+    /// [`router`] loads them before it returns. By default none.
+    pub pools: Vec<(String, String)>,
 }
 
 impl Default for ServeConfig {
@@ -142,6 +151,7 @@ impl Default for ServeConfig {
             models: Vec::new(),
             max_embed_tokens: 1 << 18,
             tokenizers: Vec::new(),
+            pools: Vec::new(),
         }
     }
 }
@@ -407,12 +417,21 @@ async fn healthz() -> axum::Json<Value> {
     axum::Json(json!({"status": "ok"}))
 }
 
-async fn readyz(State(s): State<Arc<Shared>>) -> axum::Json<Value> {
-    // The engine was opened (and, on a device, self-tested) before the server listened.
-    axum::Json(json!({
-        "ready": true, "backend": s.engine.name(), "engine": s.engine.describe(),
-        "slots": s.cfg.max_concurrent.max(1), "threads_per_slot": s.slots.threads_per_slot(),
-    }))
+async fn readyz(State(s): State<Arc<Shared>>) -> Response {
+    // The engine was opened (and, on a device, self-tested) before the server listened;
+    // the start-up pools load after (503 until every one is resident).
+    let loading = s.pools.loading();
+    let status = if loading.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = json!({
+        "ready": loading.is_empty(), "loading": loading, "backend": s.engine.name(),
+        "engine": s.engine.describe(), "slots": s.cfg.max_concurrent.max(1),
+        "threads_per_slot": s.slots.threads_per_slot(),
+    });
+    (status, axum::Json(body)).into_response()
 }
 
 async fn metrics_text(State(s): State<Arc<Shared>>) -> Response {
@@ -590,7 +609,7 @@ fn shared(engine: Engine, cfg: ServeConfig) -> crate::Result<Arc<Shared>> {
     let slots = slots::Slots::new(cfg.max_concurrent, cfg.threads, cfg.max_queue)
         .map_err(|e| Error::invalid("serve", format!("cannot start the compute threads: {e}")))?;
     Ok(Arc::new(Shared {
-        pools: Pools::new(cfg.max_pool_bytes),
+        pools: Pools::new(cfg.max_pool_bytes, cfg.pools.iter().map(|(n, _)| n.clone())),
         slots,
         metrics: Metrics::default(),
         counters: Mutex::new(HashMap::new()),
@@ -644,7 +663,25 @@ fn routes(shared: Arc<Shared>) -> Router {
 /// # Ok::<(), ctxprune::Error>(())
 /// ```
 pub fn router(engine: Engine, cfg: ServeConfig) -> crate::Result<Router> {
-    Ok(routes(shared(engine, cfg)?))
+    let shared = shared(engine, cfg)?;
+    load_pools(&shared)?;
+    Ok(routes(shared))
+}
+
+/// Loads the start-up pools (`cfg.pools`) in order, each made resident as it is read;
+/// the first that fails is the error, naming the pool and its file.
+fn load_pools(s: &Shared) -> crate::Result<()> {
+    for (name, file) in &s.cfg.pools {
+        let fail = |why: String| {
+            s.pools.failed(name);
+            Error::invalid("pool", format!("pool '{name}' ({file}): {why}"))
+        };
+        let loaded = crate::io::load_embeddings(file).map_err(|e| fail(e.to_string()))?;
+        s.pools
+            .put(&s.engine, name, loaded.embeddings)
+            .map_err(|e| fail(e.msg))?;
+    }
+    Ok(())
 }
 
 /// Serves on `listener` until `shutdown` resolves, then drains: the listener closes,
@@ -659,7 +696,37 @@ pub async fn serve(
 ) -> crate::Result<Stopped> {
     let shared = shared(engine, cfg)?;
     let app = routes(shared.clone());
-    Ok(conn::serve(listener, app, shared, shutdown).await)
+    if shared.cfg.pools.is_empty() {
+        return Ok(conn::serve(listener, app, shared, shutdown).await);
+    }
+    // The start-up pools load on a thread of their own while the server answers
+    // (/healthz ok, /readyz 503); a failure stops the server and is the error.
+    let (fail_tx, fail_rx) = tokio::sync::oneshot::channel::<Error>();
+    let loader = shared.clone();
+    std::thread::Builder::new()
+        .name("ctxprune-pools".into())
+        .spawn(move || {
+            if let Err(e) = load_pools(&loader) {
+                let _ = fail_tx.send(e);
+            }
+        })
+        .map_err(|e| Error::invalid("serve", format!("cannot start the pool loader: {e}")))?;
+    let failed = Arc::new(Mutex::new(None));
+    let failed_w = failed.clone();
+    let stop = async move {
+        tokio::select! {
+            () = shutdown => {},
+            Ok(e) = fail_rx => {
+                *failed_w.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+            }
+        }
+    };
+    let stopped = conn::serve(listener, app, shared, stop).await;
+    let failure = failed.lock().unwrap_or_else(|p| p.into_inner()).take();
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(stopped),
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C (SIGINT).

@@ -222,7 +222,9 @@ pub fn document() -> Value {
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}}}
             },
             "/healthz": {"get": {"summary": "Liveness", "responses": {"200": ok(any_object())}}},
-            "/readyz": {"get": {"summary": "Readiness: the engine is open and self-tested", "responses": {"200": ok(any_object())}}},
+            "/readyz": {"get": {"summary": "Readiness: the engine is open and self-tested, and every start-up pool (serve --pool) is resident",
+                "responses": {"200": ok(any_object()), "503": {"description": "Start-up pools still loading (\"loading\" names them)",
+                    "content": {"application/json": {"schema": any_object()}}}}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {"description": "OK",
                 "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/openapi.json": {"get": {"summary": "This document", "responses": {"200": ok(any_object())}}}

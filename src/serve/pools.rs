@@ -6,13 +6,15 @@ use crate::error::Error;
 use crate::{Embeddings, Engine, Pool};
 use axum::http::StatusCode;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
 /// The resident pools by name and their bytes.
 pub struct Pools {
     cap: usize,
     map: RwLock<BTreeMap<String, Arc<Pool>>>,
+    /// The start-up pools not yet resident.
+    loading: RwLock<BTreeSet<String>>,
 }
 
 /// A pool's resident bytes (f32 rows).
@@ -34,13 +36,33 @@ fn check_name(name: &str) -> Result<(), ApiError> {
 }
 
 impl Pools {
-    /// No pools, at most `cap` bytes of them.
+    /// No pools yet, at most `cap` bytes of them; `loading` are the start-up pools' names,
+    /// loading until [`Pools::put`] makes each resident.
     #[must_use]
-    pub fn new(cap: usize) -> Self {
+    pub fn new(cap: usize, loading: impl IntoIterator<Item = String>) -> Self {
         Pools {
             cap,
             map: RwLock::new(BTreeMap::new()),
+            loading: RwLock::new(loading.into_iter().collect()),
         }
+    }
+
+    /// The start-up pools not yet resident, by name.
+    pub fn loading(&self) -> Vec<String> {
+        self.loading
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// A start-up pool that failed to load: no longer loading (the server stops).
+    pub fn failed(&self, name: &str) {
+        self.loading
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Pool>>> {
@@ -57,9 +79,15 @@ impl Pools {
         self.read().len()
     }
 
-    /// The pool `name` (404 when there is none).
+    /// The pool `name` (404 when there is none, 503 while it loads at start).
     pub fn get(&self, name: &str) -> Result<Arc<Pool>, ApiError> {
         self.read().get(name).cloned().ok_or_else(|| {
+            if self.loading.read().unwrap_or_else(|p| p.into_inner()).contains(name) {
+                return ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("pool '{name}' is still loading at start (GET /readyz says when every pool is resident)"),
+                );
+            }
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 format!("no pool named '{name}' (PUT /v1/pools/{name} first)"),
@@ -105,6 +133,11 @@ impl Pools {
         }
         let info = Self::info(name, &pool);
         m.insert(name.to_string(), pool);
+        drop(m);
+        self.loading
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name);
         Ok(info)
     }
 
@@ -131,5 +164,39 @@ impl Pools {
         let m = self.read();
         let pools: Vec<Value> = m.iter().map(|(k, p)| Self::info(k, p)).collect();
         json!({"pools": pools, "bytes": m.values().map(|p| bytes(p)).sum::<usize>(), "max_bytes": self.cap})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_named_while_it_loads_is_503_and_resident_after() {
+        let pools = Pools::new(1 << 30, ["late".to_string()]);
+        assert_eq!(pools.loading(), ["late"]);
+        let Err(e) = pools.get("late") else {
+            panic!("still loading")
+        };
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(e.msg.contains("still loading"), "{}", e.msg);
+        assert_eq!(
+            pools.get("other").map(|_| ()).expect_err("none").status,
+            StatusCode::NOT_FOUND
+        );
+        let e = Embeddings::new(
+            4,
+            3,
+            vec![1.0, 0.0, 0.5, 0.2, 1.0, 0.0, 0.0, 0.3, 1.0, 0.4, 0.4, 0.4],
+            "late",
+        )
+        .expect("rows");
+        pools.put(&Engine::cpu(), "late", e).expect("put");
+        assert!(pools.loading().is_empty());
+        assert!(pools.get("late").is_ok());
+        // A failed one is no longer loading either (the server stops).
+        let p = Pools::new(1 << 30, ["x".to_string()]);
+        p.failed("x");
+        assert!(p.loading().is_empty());
     }
 }

@@ -75,6 +75,14 @@ pub struct ServeArgs {
     /// /v1/attention/segment, which needs the attended model's tokenizer).
     #[arg(long, value_name = "[NAME=]FILE")]
     pub tokenizer: Vec<String>,
+    /// A pool to make resident at start, as NAME=FILE or FILE (named by the file name
+    /// without its extension): a .npy, a .safetensors (FILE.safetensors:TENSOR picks a
+    /// tensor) or JSON lines; repeat for several. The server listens at once and loads
+    /// them in order: GET /readyz answers 503 until all are resident, so replicas
+    /// started alike are identical behind a load balancer. One that fails to load stops
+    /// the server.
+    #[arg(long, value_name = "[NAME=]FILE")]
+    pub pool: Vec<String>,
     /// Most tokens one request may embed, special tokens included (422 above) [default: 262144].
     #[arg(long, allow_hyphen_values = true)]
     pub max_embed_tokens: Option<usize>,
@@ -139,6 +147,42 @@ fn tokenizers(specs: &[String]) -> Result<Vec<(String, Arc<ctxprune::tokens::HfT
                 ));
             }
             Ok((name, Arc::new(ctxprune::tokens::HfTokenizer::load(&file)?)))
+        })
+        .collect()
+}
+
+/// `--pool [NAME=]FILE` values: named (by the file name without its extension), each
+/// file there now (it is read after the server listens).
+fn pools(specs: &[String]) -> Result<Vec<(String, String)>> {
+    let unnamed: Vec<String> = specs
+        .iter()
+        .map(|spec| {
+            if spec.contains('=') {
+                return spec.clone();
+            }
+            let file = spec.split_once(".safetensors:").map_or(spec.as_str(), |(f, _)| f);
+            let stem = std::path::Path::new(file)
+                .file_stem()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("{stem}={spec}")
+        })
+        .collect();
+    named(&unnamed, "--pool")?
+        .into_iter()
+        .map(|(name, spec)| {
+            let spec = spec.to_string_lossy().into_owned();
+            let file = match spec.split_once(".safetensors:") {
+                Some((f, _)) => format!("{f}.safetensors"),
+                None => spec.clone(),
+            };
+            if !std::path::Path::new(&file).is_file() {
+                return Err(Error::invalid(
+                    "--pool",
+                    format!("{name}={spec}: no such file '{file}'"),
+                ));
+            }
+            Ok((name, spec))
         })
         .collect()
 }
@@ -222,6 +266,7 @@ pub fn run(a: ServeArgs) -> Result<bool> {
     cfg.log = !a.quiet;
     cfg.models = models(&a.model)?;
     cfg.tokenizers = tokenizers(&a.tokenizer)?;
+    cfg.pools = pools(&a.pool)?;
     if let Some(t) = positive(a.max_embed_tokens, "--max-embed-tokens")? {
         if cfg.models.is_empty() {
             return Err(Error::invalid("--max-embed-tokens", "applies to --model"));
@@ -236,6 +281,7 @@ pub fn run(a: ServeArgs) -> Result<bool> {
     opened.print_note();
     let cfg_models: Vec<String> = cfg.models.iter().map(|(n, _)| n.clone()).collect();
     let cfg_tokenizers: Vec<String> = cfg.tokenizers.iter().map(|(n, _)| n.clone()).collect();
+    let cfg_pools: Vec<String> = cfg.pools.iter().map(|(n, _)| n.clone()).collect();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -252,6 +298,7 @@ pub fn run(a: ServeArgs) -> Result<bool> {
                 "engine": opened.engine.describe(),
                 "models": cfg_models,
                 "tokenizers": cfg_tokenizers,
+                "pools": cfg_pools,
             })
         );
         serve(listener, opened.engine, cfg, shutdown_signal()).await
