@@ -8,7 +8,7 @@ from the stubs, `ctxprune_rs/_native.pyi`, and their docstrings from the extensi
     python scripts/python_api.py            # rewrite docs/python-api.md
     python scripts/python_api.py --check    # exit 1 when the page differs from what it would write
 
-The framework submodules (langchain, llamaindex, haystack, openai_agents) import their
+The framework submodules (langchain, llamaindex, haystack, openai_agents, ray) import their
 frameworks to be inspected, so they must be installed (as in CI). python/tests/test_guide.py
 checks that the committed page is what this script writes.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "python-api.md"
-SUBMODULES = ["cost", "attention", "text", "langchain", "llamaindex", "haystack", "openai_agents"]
+SUBMODULES = ["cost", "attention", "text", "langchain", "llamaindex", "haystack", "openai_agents", "ray"]
 
 HEADER = """# Python API reference
 

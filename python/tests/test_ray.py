@@ -1,0 +1,162 @@
+"""ctxprune_rs.ray on a real local Ray cluster started by the test (ray from PyPI,
+`num_cpus=2`, no dashboard, loopback only): 2,000 queries through `SelectBatches` and
+`RerankBatches` equal the sequential `ctxprune_rs.select` / `Reranker.rerank` row for row;
+bad rows come back as errors in their rows (or raise with `strict`); an actor that dies
+in the middle of the dataset is restarted (Ray Data's default) and every row comes back
+exactly once."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+from conftest import framework
+
+ray = framework("ray")
+
+import ctxprune_rs  # noqa: E402
+from ctxprune_rs.ray import RerankBatches, SelectBatches  # noqa: E402
+
+N_QUERIES = 2000
+# The actors unpickle the classes defined here (CrashOnce): by value, since the workers
+# cannot import this test module.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             _node_ip_address="127.0.0.1")
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    rng = np.random.default_rng(20261204)
+    centres = rng.standard_normal((40, 24))
+    pool = (centres[rng.integers(0, 40, 701)] + 0.5 * rng.standard_normal((701, 24))).astype(np.float32)
+    queries = (centres[rng.integers(0, 40, N_QUERIES)] + 0.3 * rng.standard_normal((N_QUERIES, 24))).astype(np.float32)
+    d = tempfile.mkdtemp()
+    path = os.path.join(d, "docs.npy")
+    np.save(path, pool)
+    return pool, queries, path
+
+
+def by_id(rows):
+    return {int(r["id"]): r for r in rows}
+
+
+def test_select_over_a_dataset_equals_the_sequential_calls(cluster, corpus):
+    pool, queries, path = corpus
+    ds = ray.data.from_items([{"id": i, "query": q, "pool": "docs"} for i, q in enumerate(queries)])
+    out = ds.map_batches(SelectBatches, batch_format="numpy", batch_size=100, compute=ray.data.ActorPoolStrategy(size=2),
+                         fn_constructor_kwargs={"method": "mmr", "k": 10, "lambda_": 0.6, "pools": {"docs": path},
+                                                "backend": "cpu"}).take_all()
+    rows = by_id(out)
+    assert sorted(rows) == list(range(N_QUERIES))
+    for i in range(0, N_QUERIES, 7):
+        want = ctxprune_rs.select(pool, queries[i], method="mmr", k=10, lambda_=0.6)
+        assert rows[i]["error"] is None
+        assert list(rows[i]["indices"]) == list(want.indices), i
+        assert np.array_equal(rows[i]["gains"], want.gains), i
+        assert rows[i]["backend"] == "cpu"
+
+
+def test_rerank_over_a_dataset_equals_the_sequential_calls(cluster, corpus):
+    pool, queries, _ = corpus
+    n = 300
+    rng = np.random.default_rng(7)
+    scores = rng.random((n, len(pool)))
+    items = [{"id": i, "query": queries[i], "embeddings": pool, "oracle_scores": scores[i]} for i in range(n)]
+    out = ray.data.from_items(items).map_batches(
+        RerankBatches, batch_format="numpy", batch_size=25, compute=ray.data.ActorPoolStrategy(size=2),
+        fn_constructor_kwargs={"budget": 40, "capacity": 5, "backend": "cpu"}).take_all()
+    rows = by_id(out)
+    assert sorted(rows) == list(range(n)) and "embeddings" not in out[0]
+    r = ctxprune_rs.Reranker(40, 5)
+    for i in range(0, n, 3):
+        want = r.rerank(pool, queries[i], lambda idx, s=scores[i]: s[idx])
+        assert rows[i]["error"] is None, rows[i]["error"]
+        assert list(rows[i]["indices"]) == list(want.indices), i
+        assert rows[i]["oracle_calls"] == want.oracle_calls <= 40
+
+
+def test_an_oracle_built_in_each_actor(cluster, corpus):
+    pool, queries, path = corpus
+    weights = np.random.default_rng(3).random(len(pool))
+
+    def make_oracle():  # runs in the actor: a model or a client would be opened here
+        w = weights.copy()
+        return lambda row, idx: w[idx] * (1 + 0 * row["id"])
+
+    items = [{"id": i, "query": queries[i], "pool": "docs"} for i in range(60)]
+    out = ray.data.from_items(items).map_batches(
+        RerankBatches, batch_format="numpy", batch_size=20, compute=ray.data.ActorPoolStrategy(size=1),
+        fn_constructor_kwargs={"budget": 30, "capacity": 4, "oracle": make_oracle, "batch": 5,
+                               "pools": {"docs": path}, "backend": "cpu"}).take_all()
+    rows = by_id(out)
+    r = ctxprune_rs.Reranker(30, 4, batch=5)
+    for i in range(60):
+        want = r.rerank(pool, queries[i], lambda idx: weights[idx])
+        assert list(rows[i]["indices"]) == list(want.indices)
+
+
+def test_bad_rows_are_errors_in_their_rows(cluster, corpus):
+    pool, queries, path = corpus
+    items = [{"id": i, "query": queries[i], "pool": "docs"} for i in range(20)]
+    items[3]["pool"] = "nope"
+    items[5]["query"] = np.full(24, np.nan, dtype=np.float32)
+    items[8]["query"] = queries[8][:5]
+    ds = ray.data.from_items(items)
+    kwargs = {"method": "dpp", "k": 4, "pools": {"docs": path}, "backend": "cpu"}
+    rows = by_id(ds.map_batches(SelectBatches, batch_format="numpy", batch_size=10, compute=ray.data.ActorPoolStrategy(size=1),
+                                fn_constructor_kwargs=kwargs).take_all())
+    assert "no shared pool named 'nope' (loaded: docs)" in rows[3]["error"]
+    assert "query" in rows[5]["error"] and "query" in rows[8]["error"]
+    for i in set(range(20)) - {3, 5, 8}:
+        assert rows[i]["error"] is None
+        assert list(rows[i]["indices"]) == list(ctxprune_rs.select(pool, queries[i], method="dpp", k=4).indices)
+    for i in (3, 5, 8):
+        assert rows[i]["indices"] is None and "\n" not in rows[i]["error"]
+    with pytest.raises(Exception, match="nope"):
+        ds.map_batches(SelectBatches, batch_format="numpy", batch_size=10, compute=ray.data.ActorPoolStrategy(size=1),
+                       fn_constructor_kwargs=dict(kwargs, strict=True)).take_all()
+    with pytest.raises(ValueError, match="invalid pools\\['x'\\]"):
+        SelectBatches(pools={"x": "missing.txt"})
+    with pytest.raises(ValueError, match="k"):
+        SelectBatches(k=-1)
+
+
+class CrashOnce(SelectBatches):
+    """Dies (the whole actor process) on its first batch holding row 1000, once per test."""
+
+    def __init__(self, marker, **kw):
+        super().__init__(**kw)
+        self.marker = marker
+
+    def __call__(self, batch):
+        if 1000 in set(int(i) for i in batch["id"]) and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(1)
+        return super().__call__(batch)
+
+
+def test_an_actor_that_dies_is_restarted_and_no_row_is_lost_or_doubled(cluster, corpus):
+    pool, queries, path = corpus
+    marker = os.path.join(tempfile.mkdtemp(), "crashed")
+    ds = ray.data.from_items([{"id": i, "query": q, "pool": "docs"} for i, q in enumerate(queries)])
+    out = ds.map_batches(CrashOnce, batch_format="numpy", batch_size=100, compute=ray.data.ActorPoolStrategy(size=2),
+                         fn_constructor_kwargs={"marker": marker, "method": "mmr", "k": 5,
+                                                "pools": {"docs": path}, "backend": "cpu"}).take_all()
+    assert os.path.exists(marker), "the actor never crashed"
+    ids = [int(r["id"]) for r in out]
+    assert sorted(ids) == list(range(N_QUERIES))  # every row, once
+    rows = by_id(out)
+    for i in (0, 999, 1000, 1001, 1999):
+        assert list(rows[i]["indices"]) == list(ctxprune_rs.select(pool, queries[i], method="mmr", k=5).indices)
