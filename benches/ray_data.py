@@ -2,9 +2,10 @@
 calls: 2,000 queries, MMR k = 10, over one shared pool (N = 5,000, d = 384, clustered, in a
 .npy every actor loads once), on a local Ray cluster (`num_cpus` = the machine's cores).
 Reports queries per second with 1 and 2 actors (median of `--repeats` runs of the whole
-dataset, the cluster and the actors' start excluded: the first run warms them), the same
-queries as a sequential loop of `Selector.select` in this process, and the per-row
-overhead of the Ray path over that loop.
+dataset after one warm-up run; the cluster's start is excluded, but each run is a new
+`map_batches`, so it starts its actors and they load the pool: that start is included,
+spread over the rows), the same queries as a sequential loop of `Selector.select` in this
+process, and the per-row overhead of the Ray path over that loop.
 
 Run: python benches/ray_data.py [--queries 2000] [--repeats 3]
 """

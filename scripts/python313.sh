@@ -6,8 +6,8 @@
 #
 # CPython 3.13.5 from Debian trixie's source package (deb.debian.org, which CI reaches;
 # python.org and GitHub it does not), checked against its SHA-256 from trixie's Sources
-# index. Built without PGO or LTO (about 4 minutes on 2 cores). It needs gcc, make and the
-# headers of OpenSSL, zlib and libffi (pip needs ssl and zlib, pydantic's deps ctypes);
+# index. Built without PGO or LTO (about 4 minutes on 2 cores). It needs gcc, make, xz and
+# the headers of OpenSSL, zlib and libffi (pip needs ssl and zlib, pydantic's deps ctypes);
 # when they are missing and this runs as root with apt-get, they are installed, otherwise
 # the script names them and fails.
 set -euo pipefail
@@ -22,6 +22,8 @@ if [ -x "$dir/bin/python3.13" ] && "$dir/bin/python3.13" -c "$modules" 2>/dev/nu
 fi
 
 missing=()
+command -v make >/dev/null || missing+=(make)
+command -v xz >/dev/null || missing+=(xz-utils)
 [ -f /usr/include/openssl/ssl.h ] || missing+=(libssl-dev)
 [ -f /usr/include/zlib.h ] || missing+=(zlib1g-dev)
 ls /usr/include/ffi.h /usr/include/*/ffi.h >/dev/null 2>&1 || missing+=(libffi-dev)

@@ -207,6 +207,11 @@ fn two_cli_replicas_behind_round_robin_answer_alike() {
         ],
         vec!["--pool".to_string(), "docs=/no/such/file.npy".to_string()],
         vec!["--pool".to_string(), "bad name=x.npy".to_string()],
+        vec![
+            "--pool".to_string(),
+            format!("{}={}", "n".repeat(65), file.display()),
+        ],
+        vec!["--pool".to_string(), "docs=corpus.txt".to_string()],
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_ctxprune"))
             .args(["serve", "--addr", "127.0.0.1:0", "--backend", "cpu"])

@@ -117,7 +117,10 @@ def _masked(e: Any, text: str) -> Any:
         return e.model_copy(update={"observation": MaskedObservation.from_text(text), "extended_content": []})
     if isinstance(e, AgentErrorEvent):
         return e.model_copy(update={"error": text})
-    return e.model_copy(update={"rejection_reason": text})
+    # A rejection renders as "Action rejected: <reason>": the masked one is an observation
+    # of the placeholder alone, answering the same call.
+    return ObservationEvent(observation=MaskedObservation.from_text(text), action_id=e.action_id,
+                            tool_name=e.tool_name, tool_call_id=e.tool_call_id, source=e.source)
 
 
 def _arguments(e: Any, args: str) -> Any:

@@ -87,8 +87,9 @@ class _Batches:
             raise InvalidInputError(f"invalid pools: expected a mapping of names to pools, got {type(pools).__name__}")
         self.pools: Dict[str, Pool] = {}
         for name, src in (pools or {}).items():
+            rows = _array(str(name), src)
             try:
-                self.pools[str(name)] = Pool(_array(str(name), src), engine=self.engine)
+                self.pools[str(name)] = Pool(rows, engine=self.engine)
             except CtxpruneError as e:
                 raise InvalidInputError(f"invalid pools[{name!r}]: {e}") from None
 
@@ -111,11 +112,15 @@ class _Batches:
             raise InvalidInputError(f"invalid batch: no {self.query_column!r} column (columns: {sorted(batch)})")
         n = len(batch[self.query_column])
         cols: Dict[str, List[Any]] = {k: [] for k in self._results + ["backend", "error"]}
+        taken = sorted(set(cols) & set(batch))
+        if taken:
+            raise InvalidInputError(f"invalid batch: its column {taken[0]!r} is one this adds (rename it: "
+                                    f"the output columns are {sorted(cols)})")
         for i in range(n):
             try:
                 out = self._row(batch, i)
                 out["error"] = None
-            except (CtxpruneError, ValueError, TypeError) as e:
+            except (CtxpruneError, ValueError, TypeError, KeyError) as e:
                 if self.strict:
                     raise
                 out = {k: None for k in self._results}
@@ -172,7 +177,8 @@ class RerankBatches(_Batches):
     (so it may open a model or a client there) returning `f(row, indices) -> scores`
     (`row`: the row's columns as a dict; `indices`: the pool rows to score, `batch` of them
     per call when `batch=` is set), or the URL of a TEI / Cohere-style rerank server (then
-    rows carry `texts` and `query_text`, and `api=` names the protocol). Other keywords:
+    rows carry `texts` and `query_text` (`texts_column`, `query_text_column`), and `api=`
+    names the protocol). Other keywords:
     `pools`, `backend`, `strict` and the columns as for `SelectBatches`, and `Reranker`
     options. Adds `indices` (best first), `scores` (the oracle's, of the rows scored),
     `oracle_calls`, `backend` and `error`."""
@@ -184,9 +190,11 @@ class RerankBatches(_Batches):
                  api: Optional[str] = None, pools: Optional[Mapping[str, PoolSource]] = None,
                  backend: str = "auto", strict: bool = False, query_column: str = "query",
                  pool_column: str = "pool", embeddings_column: str = "embeddings",
-                 scores_column: str = "oracle_scores", **options: Any):
+                 scores_column: str = "oracle_scores", texts_column: str = "texts",
+                 query_text_column: str = "query_text", **options: Any):
         super().__init__(pools, backend, strict, query_column, pool_column, embeddings_column)
         self.scores_column = scores_column
+        self.texts_column, self.query_text_column = texts_column, query_text_column
         self.reranker = Reranker(budget, capacity, method, engine=self.engine, **options)
         if oracle is None or isinstance(oracle, str):
             self.oracle: Any = oracle
@@ -213,7 +221,10 @@ class RerankBatches(_Batches):
             oracle: Any = lambda idx: scores[idx]  # noqa: E731
         elif isinstance(self.oracle, str):
             oracle = self.oracle
-            kw = {"texts": list(batch["texts"][i]), "query_text": str(batch["query_text"][i])}
+            for col in (self.texts_column, self.query_text_column):
+                if col not in batch:
+                    raise InvalidInputError(f"invalid row: the oracle URL needs a {col!r} column")
+            kw = {"texts": list(batch[self.texts_column][i]), "query_text": str(batch[self.query_text_column][i])}
             if self.api is not None:
                 kw["api"] = self.api
         elif self.oracle is not None:

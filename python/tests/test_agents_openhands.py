@@ -280,3 +280,31 @@ def test_bad_options_are_refused_naming_them():
             CtxpruneCondenser(**kwargs)
     with pytest.raises(TypeError, match="bogus"):
         CtxpruneCondenser(options={"bogus": 1})
+
+
+def test_rejections_and_agent_errors_are_kept_as_errors_and_masked_as_observations(baseline):
+    """A user's (or hook's) rejection and a scaffold error answer their calls as errors:
+    kept while `keep_errors`; masked, each shows the placeholder alone (a rejection becomes
+    an observation of it, since the SDK would prefix "Action rejected: ")."""
+    from openhands.sdk.event import AgentErrorEvent, UserRejectObservation
+
+    _, events = baseline
+    view = [e for e in events if isinstance(e, LLMConvertibleEvent)]
+    obs = [i for i, e in enumerate(view) if isinstance(e, ObservationEvent)]
+    first, second = view[obs[0]], view[obs[1]]
+    view[obs[0]] = UserRejectObservation(tool_name=first.tool_name, tool_call_id=first.tool_call_id,
+                                         action_id=first.action_id, rejection_reason="not in this repository " * 20)
+    view[obs[1]] = AgentErrorEvent(tool_name=second.tool_name, tool_call_id=second.tool_call_id,
+                                   error="the tool crashed: " + "trace line\n" * 30)
+    kept = CtxpruneCondenser(window=3, tokenizer="approx").mask_events(view)
+    assert kept[obs[0]] is view[obs[0]] and kept[obs[1]] is view[obs[1]]
+    masked = CtxpruneCondenser(window=3, tokenizer="approx", options={"keep_errors": False}).mask_events(view)
+    rej, err = masked[obs[0]], masked[obs[1]]
+    assert isinstance(rej, ObservationEvent) and isinstance(rej.observation, MaskedObservation)
+    assert (rej.tool_call_id, rej.action_id) == (first.tool_call_id, first.action_id)
+    want = ctxprune_rs.MaskSession(format="openai", window=3, tokenizer="approx", keep_errors=False).mask(
+        to_messages(view))
+    sent = as_dicts(LLMConvertibleEvent.events_to_messages(masked))
+    assert plain_view(sent) == plain_view(want)
+    assert rej.to_llm_message().content[0].text.startswith("[observation omitted")
+    assert isinstance(err, AgentErrorEvent) and err.error.startswith("[observation omitted")

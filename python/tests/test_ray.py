@@ -49,6 +49,9 @@ def corpus():
 
 
 def by_id(rows):
+    """The rows by id, each id once."""
+    ids = sorted(int(r["id"]) for r in rows)
+    assert len(set(ids)) == len(ids), "a row came back twice"
     return {int(r["id"]): r for r in rows}
 
 
@@ -127,10 +130,17 @@ def test_bad_rows_are_errors_in_their_rows(cluster, corpus):
     with pytest.raises(Exception, match="nope"):
         ds.map_batches(SelectBatches, batch_format="numpy", batch_size=10, compute=ray.data.ActorPoolStrategy(size=1),
                        fn_constructor_kwargs=dict(kwargs, strict=True)).take_all()
-    with pytest.raises(ValueError, match="invalid pools\\['x'\\]"):
+    with pytest.raises(ValueError, match="^invalid pools\\['x'\\]: 'missing.txt' is not a .npy file"):
         SelectBatches(pools={"x": "missing.txt"})
-    with pytest.raises(ValueError, match="k"):
+    with pytest.raises(ValueError, match="^invalid pools\\['y'\\]: [^\\n]*missing.npy") as e:
+        SelectBatches(pools={"y": "missing.npy"})
+    assert str(e.value).count("invalid pools") == 1
+    with pytest.raises(ValueError, match="invalid k\\b"):
         SelectBatches(k=-1)
+    # A batch that already has a column the callable adds is refused, naming it.
+    with pytest.raises(ValueError, match="column 'error'"):
+        SelectBatches(pools={"docs": path})({"query": queries[:2], "pool": np.array(["docs", "docs"]),
+                                             "error": np.array([0, 0])})
 
 
 class CrashOnce(SelectBatches):

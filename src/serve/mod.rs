@@ -398,6 +398,7 @@ async fn plan(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
 }
 
 async fn put_pool(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: Bytes) -> Answer {
+    s.pools.check_settled(&name)?;
     compute(s, move |s, _| api::put_pool(s, &name, &body)).await
 }
 
@@ -421,16 +422,21 @@ async fn readyz(State(s): State<Arc<Shared>>) -> Response {
     // The engine was opened (and, on a device, self-tested) before the server listened;
     // the start-up pools load after (503 until every one is resident).
     let loading = s.pools.loading();
-    let status = if loading.is_empty() {
+    let failed = s.pools.failure();
+    let ready = loading.is_empty() && failed.is_none();
+    let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    let body = json!({
-        "ready": loading.is_empty(), "loading": loading, "backend": s.engine.name(),
+    let mut body = json!({
+        "ready": ready, "loading": loading, "backend": s.engine.name(),
         "engine": s.engine.describe(), "slots": s.cfg.max_concurrent.max(1),
         "threads_per_slot": s.slots.threads_per_slot(),
     });
+    if let Some(why) = failed {
+        body["failed"] = json!(why);
+    }
     (status, axum::Json(body)).into_response()
 }
 
@@ -673,8 +679,9 @@ pub fn router(engine: Engine, cfg: ServeConfig) -> crate::Result<Router> {
 fn load_pools(s: &Shared) -> crate::Result<()> {
     for (name, file) in &s.cfg.pools {
         let fail = |why: String| {
-            s.pools.failed(name);
-            Error::invalid("pool", format!("pool '{name}' ({file}): {why}"))
+            let why = format!("pool '{name}' ({file}): {why}");
+            s.pools.fail(why.clone());
+            Error::invalid("pool", why)
         };
         let loaded = crate::io::load_embeddings(file).map_err(|e| fail(e.to_string()))?;
         s.pools

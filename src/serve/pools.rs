@@ -15,6 +15,8 @@ pub struct Pools {
     map: RwLock<BTreeMap<String, Arc<Pool>>>,
     /// The start-up pools not yet resident.
     loading: RwLock<BTreeSet<String>>,
+    /// Why a start-up pool failed to load (the server is stopping).
+    failed: RwLock<Option<String>>,
 }
 
 /// A pool's resident bytes (f32 rows).
@@ -44,6 +46,7 @@ impl Pools {
             cap,
             map: RwLock::new(BTreeMap::new()),
             loading: RwLock::new(loading.into_iter().collect()),
+            failed: RwLock::new(None),
         }
     }
 
@@ -57,12 +60,34 @@ impl Pools {
             .collect()
     }
 
-    /// A start-up pool that failed to load: no longer loading (the server stops).
-    pub fn failed(&self, name: &str) {
+    /// Records that a start-up pool failed to load (`why`: the one-line error); the
+    /// server is stopping, and is never ready again.
+    pub fn fail(&self, why: String) {
+        *self.failed.write().unwrap_or_else(|p| p.into_inner()) = Some(why);
+    }
+
+    /// Why a start-up pool failed to load, if one did.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn is_loading(&self, name: &str) -> bool {
         self.loading
-            .write()
+            .read()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
+            .contains(name)
+    }
+
+    /// 409 when `name` is a start-up pool still loading: a request may not replace or
+    /// remove it before it is resident (the loader would overwrite an upload).
+    pub fn check_settled(&self, name: &str) -> Result<(), ApiError> {
+        if self.is_loading(name) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                format!("pool '{name}' is loading at start (--pool): it cannot be replaced or removed until it is resident"),
+            ));
+        }
+        Ok(())
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Pool>>> {
@@ -82,7 +107,10 @@ impl Pools {
     /// The pool `name` (404 when there is none, 503 while it loads at start).
     pub fn get(&self, name: &str) -> Result<Arc<Pool>, ApiError> {
         self.read().get(name).cloned().ok_or_else(|| {
-            if self.loading.read().unwrap_or_else(|p| p.into_inner()).contains(name) {
+            if let Some(why) = self.failure() {
+                return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("the server is stopping: {why}"));
+            }
+            if self.is_loading(name) {
                 return ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     format!("pool '{name}' is still loading at start (GET /readyz says when every pool is resident)"),
@@ -147,8 +175,10 @@ impl Pools {
         Ok(Self::info(name, &p))
     }
 
-    /// Drops `name` (requests holding it finish first); 404 when there is none.
+    /// Drops `name` (requests holding it finish first); 404 when there is none, 409
+    /// while it loads at start.
     pub fn remove(&self, name: &str) -> Result<Value, ApiError> {
+        self.check_settled(name)?;
         let mut m = self.map.write().unwrap_or_else(|p| p.into_inner());
         match m.remove(name) {
             Some(p) => Ok(json!({"removed": name, "bytes": bytes(&p)})),
@@ -194,9 +224,20 @@ mod tests {
         pools.put(&Engine::cpu(), "late", e).expect("put");
         assert!(pools.loading().is_empty());
         assert!(pools.get("late").is_ok());
-        // A failed one is no longer loading either (the server stops).
+        // While "x" loads, a request may not replace or remove it; after a failure every
+        // named pool is 503 naming it.
         let p = Pools::new(1 << 30, ["x".to_string()]);
-        p.failed("x");
-        assert!(p.loading().is_empty());
+        assert_eq!(
+            p.check_settled("x").map_err(|e| e.status),
+            Err(StatusCode::CONFLICT)
+        );
+        assert_eq!(
+            p.remove("x").map(|_| ()).map_err(|e| e.status),
+            Err(StatusCode::CONFLICT)
+        );
+        p.fail("pool 'x' (x.npy): not a valid .npy file".into());
+        let Err(e) = p.get("late") else { panic!("stopping") };
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(e.msg.contains("x.npy"), "{}", e.msg);
     }
 }

@@ -151,40 +151,47 @@ fn tokenizers(specs: &[String]) -> Result<Vec<(String, Arc<ctxprune::tokens::HfT
         .collect()
 }
 
-/// `--pool [NAME=]FILE` values: named (by the file name without its extension), each
-/// file there now (it is read after the server listens).
+/// `--pool [NAME=]FILE` values: named (by the file name without its extension; a pool
+/// name is at most 64 of letters, digits, `.`, `_`, `-`), each file of a format the
+/// loader reads and there now (it is read after the server listens).
 fn pools(specs: &[String]) -> Result<Vec<(String, String)>> {
-    let unnamed: Vec<String> = specs
-        .iter()
-        .map(|spec| {
-            if spec.contains('=') {
-                return spec.clone();
+    let mut out: Vec<(String, String)> = Vec::new();
+    for spec in specs {
+        let (name, file_spec) = match spec.split_once('=') {
+            Some((n, f)) => (n.to_string(), f.to_string()),
+            None => {
+                let (path, _) = ctxprune::io::split_spec(spec);
+                let stem = path
+                    .file_stem()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                (stem, spec.clone())
             }
-            let file = spec.split_once(".safetensors:").map_or(spec.as_str(), |(f, _)| f);
-            let stem = std::path::Path::new(file)
-                .file_stem()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            format!("{stem}={spec}")
-        })
-        .collect();
-    named(&unnamed, "--pool")?
-        .into_iter()
-        .map(|(name, spec)| {
-            let spec = spec.to_string_lossy().into_owned();
-            let file = match spec.split_once(".safetensors:") {
-                Some((f, _)) => format!("{f}.safetensors"),
-                None => spec.clone(),
-            };
-            if !std::path::Path::new(&file).is_file() {
-                return Err(Error::invalid(
-                    "--pool",
-                    format!("{name}={spec}: no such file '{file}'"),
-                ));
-            }
-            Ok((name, spec))
-        })
-        .collect()
+        };
+        let bad = |why: String| Error::invalid("--pool", format!("'{spec}': {why}"));
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        {
+            return Err(bad(
+                "the name must be 1 to 64 of letters, digits, '.', '_' or '-' (NAME=FILE)".into(),
+            ));
+        }
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(bad(format!(
+                "the name '{name}' is given twice (name them apart: NAME=FILE)"
+            )));
+        }
+        let (path, _) = ctxprune::io::split_spec(&file_spec);
+        ctxprune::io::EmbeddingsFormat::of(path).map_err(|e| bad(e.to_string()))?;
+        if !path.is_file() {
+            return Err(bad(format!("no such file '{}'", path.display())));
+        }
+        out.push((name, file_spec));
+    }
+    Ok(out)
 }
 
 fn positive(v: Option<usize>, flag: &str) -> Result<Option<usize>> {
