@@ -45,6 +45,7 @@ fn responses(schema: Value, extra: &[&str]) -> Value {
         let d = match *code {
             "400" => "The body is not one JSON object (not JSON, a key repeated anywhere, nesting past 128 levels)",
             "404" => "No pool of that name",
+            "409" => "The pool is loading at start (serve --pool) and cannot be replaced or removed until it is resident",
             "408" => "The body did not arrive within the server's body timeout",
             "413" => "The body, the resident pools, or the request's estimated memory would pass the server's cap",
             "422" => "A value is out of range, a field unknown, an option does not apply, or the estimated work passes the server's cap",
@@ -213,12 +214,14 @@ pub fn document() -> Value {
             "/v1/pools": {"get": {"summary": "Resident pools", "responses": {"200": ok(any_object())}}},
             "/v1/pools/{name}": {
                 "put": {"summary": "Upload a pool (made resident once)", "parameters": name, "requestBody": pool_put,
-                        "responses": responses(pool_info.clone(), &[])},
+                        "responses": responses(pool_info.clone(), &["409"])},
                 "get": {"summary": "Describe a pool", "parameters": name,
                         "responses": {"200": ok(pool_info), "404": {"description": "No pool of that name",
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}}},
                 "delete": {"summary": "Drop a pool", "parameters": name,
                         "responses": {"200": ok(any_object()), "404": {"description": "No pool of that name",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+                            "409": {"description": "The pool is loading at start (serve --pool)",
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}}}
             },
             "/healthz": {"get": {"summary": "Liveness", "responses": {"200": ok(any_object())}}},
