@@ -28,8 +28,15 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             _node_ip_address="127.0.0.1")
+    kwargs = dict(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                  _node_ip_address="127.0.0.1")
+    try:
+        ray.init(**kwargs)
+    except Exception as e:  # Ray waits a fixed 30 s for its node; on a busy 2-core machine, once more
+        if "timed out during startup" not in str(e):
+            raise
+        ray.shutdown()
+        ray.init(**kwargs)
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     yield
@@ -90,8 +97,8 @@ def test_rerank_over_a_dataset_equals_the_sequential_calls(cluster, corpus):
         assert rows[i]["oracle_calls"] == want.oracle_calls <= 40
 
 
-def test_an_oracle_built_in_each_actor(cluster, corpus):
-    pool, queries, path = corpus
+def test_an_oracle_built_in_each_actor_over_a_pool_in_the_object_store(cluster, corpus):
+    pool, queries, _ = corpus
     weights = np.random.default_rng(3).random(len(pool))
 
     def make_oracle():  # runs in the actor: a model or a client would be opened here
@@ -102,7 +109,7 @@ def test_an_oracle_built_in_each_actor(cluster, corpus):
     out = ray.data.from_items(items).map_batches(
         RerankBatches, batch_format="numpy", batch_size=20, compute=ray.data.ActorPoolStrategy(size=1),
         fn_constructor_kwargs={"budget": 30, "capacity": 4, "oracle": make_oracle, "batch": 5,
-                               "pools": {"docs": path}, "backend": "cpu"}).take_all()
+                               "pools": {"docs": ray.put(pool)}, "backend": "cpu"}).take_all()
     rows = by_id(out)
     r = ctxprune_rs.Reranker(30, 4, batch=5)
     for i in range(60):
