@@ -121,14 +121,15 @@ fn exchange_while_sending(addr: SocketAddr, bytes: Vec<u8>, wait: Duration) -> V
     out
 }
 
-/// `ctxprune serve` as a process on an ephemeral loopback port.
-struct Cli {
+/// `ctxprune serve` as a process on an ephemeral loopback port (killed when dropped).
+pub struct Cli {
     child: Child,
-    addr: SocketAddr,
+    pub addr: SocketAddr,
 }
 
 impl Cli {
-    fn start(flags: &[&str]) -> Cli {
+    /// Starts `ctxprune serve` on the CPU, quiet, with `flags`; returns once it listens.
+    pub fn start(flags: &[&str]) -> Cli {
         let mut child = Command::new(env!("CARGO_BIN_EXE_ctxprune"))
             .args(["serve", "--addr", "127.0.0.1:0", "--backend", "cpu", "--quiet"])
             .args(flags)

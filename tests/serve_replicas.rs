@@ -5,11 +5,11 @@
 //! round-robin client, answer every request of a burst as each other does.
 
 use crate::serve::{agent, call, pool_rows, post, quiet, Server};
+use crate::serve_hostile::Cli;
 use ctxprune::io::write_npy_f32;
 use ctxprune::serve::{serve, ServeConfig};
 use ctxprune::Engine;
 use serde_json::{json, Value};
-use std::io::BufRead;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -128,38 +128,6 @@ fn a_pool_that_fails_to_load_stops_the_server_naming_it() {
     assert!(e.to_string().contains("pool 'bad'"), "{e}");
 }
 
-/// A `ctxprune serve` child and its address.
-struct Replica {
-    child: std::process::Child,
-    base: String,
-}
-
-impl Replica {
-    fn start(args: &[&str]) -> Replica {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ctxprune"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--backend", "cpu", "--quiet"])
-            .args(args)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("ctxprune serve");
-        let mut err = std::io::BufReader::new(child.stderr.take().expect("stderr"));
-        let mut line = String::new();
-        err.read_line(&mut line).expect("the listening line");
-        let v: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("JSON: {line}"));
-        Replica {
-            child,
-            base: format!("http://{}", v["listening"].as_str().expect("listening")),
-        }
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn two_cli_replicas_behind_round_robin_answer_alike() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -167,12 +135,10 @@ fn two_cli_replicas_behind_round_robin_answer_alike() {
     let file = dir.path().join("corpus.npy");
     write_pool(&file, &rows);
     let spec = format!("docs={}", file.display());
-    let replicas = [
-        Replica::start(&["--pool", &spec]),
-        Replica::start(&["--pool", &spec]),
-    ];
+    let replicas = [Cli::start(&["--pool", &spec]), Cli::start(&["--pool", &spec])];
+    let base = |r: &Cli| format!("http://{}", r.addr);
     for r in &replicas {
-        let v = wait_ready(&r.base, "docs");
+        let v = wait_ready(&base(r), "docs");
         assert_eq!(v["backend"], "cpu");
     }
     // A bounded burst, round robin; each request is also asked of the other replica.
@@ -184,9 +150,9 @@ fn two_cli_replicas_behind_round_robin_answer_alike() {
         if i % 2 == 0 {
             body["lambda"] = json!(0.3 + 0.01 * i as f64);
         }
-        let ask = |r: &Replica| -> Value {
+        let ask = |r: &Cli| -> Value {
             let resp = http
-                .post(format!("{}/v1/select", r.base))
+                .post(format!("{}/v1/select", base(r)))
                 .send(body.to_string())
                 .expect("a response");
             assert_eq!(resp.status().as_u16(), 200);
