@@ -398,7 +398,7 @@ async fn plan(State(s): State<Arc<Shared>>, body: Bytes) -> Answer {
 }
 
 async fn put_pool(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: Bytes) -> Answer {
-    s.pools.check_settled(&name)?;
+    s.pools.check_upload(&name)?;
     compute(s, move |s, _| api::put_pool(s, &name, &body)).await
 }
 

@@ -50,7 +50,7 @@ fn responses(schema: Value, extra: &[&str]) -> Value {
             "413" => "The body, the resident pools, or the request's estimated memory would pass the server's cap",
             "422" => "A value is out of range, a field unknown, an option does not apply, or the estimated work passes the server's cap",
             "502" => "The oracle upstream failed",
-            "503" => "Every compute permit is taken (see Retry-After), or the device failed",
+            "503" => "Every compute permit is taken (see Retry-After), the device failed, a named pool is still loading at start (serve --pool), or an upload waits for the start-up pools (see Retry-After)",
             _ => "The request passed the server's timeout",
         };
         r[*code] = err(d);

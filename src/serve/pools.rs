@@ -90,6 +90,27 @@ impl Pools {
         Ok(())
     }
 
+    /// 503 (with `Retry-After`) for an upload while any start-up pool is still loading:
+    /// the start-up pools have the first claim on `--max-pool-bytes`, so an upload made
+    /// meanwhile can never leave a start-up pool over the cap (which would stop the
+    /// server). 409 when `name` is itself one of them ([`Pools::check_settled`]).
+    pub fn check_upload(&self, name: &str) -> Result<(), ApiError> {
+        self.check_settled(name)?;
+        let loading = self.loading();
+        if loading.is_empty() {
+            return Ok(());
+        }
+        let mut e = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "uploads wait until the start-up pools are resident (--pool; still loading: {}); GET /readyz says when",
+                loading.join(", ")
+            ),
+        );
+        e.retry_after = Some(1);
+        Err(e)
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Pool>>> {
         self.map.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -235,6 +256,19 @@ mod tests {
             p.remove("x").map(|_| ()).map_err(|e| e.status),
             Err(StatusCode::CONFLICT)
         );
+        // Any other upload waits (503, Retry-After) until the start-up pools are in, so
+        // it cannot take the bytes they need.
+        let e = p.check_upload("y").expect_err("waits");
+        assert_eq!(
+            (e.status, e.retry_after),
+            (StatusCode::SERVICE_UNAVAILABLE, Some(1))
+        );
+        assert!(e.msg.contains("still loading: x"), "{}", e.msg);
+        assert_eq!(
+            p.check_upload("x").map_err(|e| e.status),
+            Err(StatusCode::CONFLICT)
+        );
+        assert!(pools.check_upload("y").is_ok());
         p.fail("pool 'x' (x.npy): not a valid .npy file".into());
         let Err(e) = p.get("late") else { panic!("stopping") };
         assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
