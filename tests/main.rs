@@ -45,6 +45,8 @@ mod serve_attention;
 #[cfg(feature = "serve")]
 mod serve_hostile;
 #[cfg(all(feature = "serve", feature = "cli"))]
+mod serve_local;
+#[cfg(all(feature = "serve", feature = "cli"))]
 mod serve_replicas;
 #[cfg(feature = "embed")]
 mod sizes;

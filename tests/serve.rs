@@ -82,23 +82,41 @@ pub fn agent() -> ureq::Agent {
 
 /// (status, JSON body, headers we check).
 pub fn call(method: &str, url: &str, body: Option<&Value>) -> (u16, Value, Option<String>) {
+    let body = body.map(|v| v.to_string().into_bytes());
+    let (status, v, mut headers) = exchange(method, url, body.as_deref(), &["retry-after"]);
+    (status, v, headers.pop().flatten())
+}
+
+/// (status, the body as JSON, or as a JSON string when it is not JSON, and the values of
+/// the response headers `wanted`, in order).
+pub fn exchange(
+    method: &str,
+    url: &str,
+    body: Option<&[u8]>,
+    wanted: &[&str],
+) -> (u16, Value, Vec<Option<String>>) {
     let a = agent();
-    let resp = match (method, body) {
-        ("GET", _) => a.get(url).call(),
-        ("DELETE", _) => a.delete(url).call(),
-        ("PUT", b) => a.put(url).send(b.map_or(String::new(), Value::to_string)),
-        (_, b) => a.post(url).send(b.map_or(String::new(), Value::to_string)),
+    let body = body.unwrap_or_default();
+    let resp = match method {
+        "GET" => a.get(url).call(),
+        "DELETE" => a.delete(url).call(),
+        "PUT" => a.put(url).send(body),
+        _ => a.post(url).send(body),
     }
     .expect("a response");
     let status = resp.status().as_u16();
-    let retry = resp
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let headers = wanted
+        .iter()
+        .map(|h| {
+            resp.headers()
+                .get(*h)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        })
+        .collect();
     let text = resp.into_body().read_to_string().unwrap_or_default();
     let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    (status, v, retry)
+    (status, v, headers)
 }
 
 pub fn post(s: &Server, path: &str, body: Value) -> (u16, Value) {

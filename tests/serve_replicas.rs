@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn write_pool(path: &Path, rows: &[Vec<f32>]) {
+pub fn write_pool(path: &Path, rows: &[Vec<f32>]) {
     write_npy_f32(path, rows.len(), rows[0].len(), &rows.concat()).expect("write the pool");
 }
 

@@ -26,8 +26,10 @@
 mod api;
 mod attention;
 mod conn;
+mod local;
 mod metrics;
 pub mod openapi;
+mod options;
 mod pools;
 mod slots;
 mod text;
@@ -50,7 +52,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use conn::Stopped;
+pub use local::{LocalResponse, LocalService};
 pub use metrics::Metrics;
+pub use options::{Named, ServeOptions};
 pub use pools::Pools;
 
 /// Server settings; [`ServeConfig::default`] gives the documented defaults.

@@ -1,10 +1,8 @@
 //! `ctxprune serve`: the engine as an HTTP service; see the library's `serve` module.
 
 use super::open_engine;
-use ctxprune::serve::{serve, shutdown_signal, ServeConfig};
+use ctxprune::serve::{serve, shutdown_signal, Named, ServeOptions};
 use ctxprune::{Error, Result};
-use std::sync::Arc;
-use std::time::Duration;
 
 /// Every limit has a flag; the defaults are `ServeConfig::default()`'s.
 #[derive(clap::Args)]
@@ -88,130 +86,26 @@ pub struct ServeArgs {
     pub max_embed_tokens: Option<usize>,
 }
 
-/// `[NAME=]PATH` values of `flag`, named (by the path's last component, without the
-/// `.json` of a file, when no NAME is given); names unique, of letters, digits, `.`,
-/// `_`, `-`.
-fn named(specs: &[String], flag: &str) -> Result<Vec<(String, std::path::PathBuf)>> {
-    let mut out: Vec<(String, std::path::PathBuf)> = Vec::new();
-    for spec in specs {
-        let (name, path) = match spec.split_once('=') {
-            Some((n, d)) => (n.to_string(), std::path::PathBuf::from(d)),
-            None => {
-                let d = std::path::PathBuf::from(spec);
-                let n = d
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let n = n.strip_suffix(".json").map_or(n.clone(), str::to_string);
-                (n, d)
-            }
-        };
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        {
-            return Err(Error::invalid(
-                flag,
-                format!("'{spec}': the name must be letters, digits, '.', '_' or '-' (NAME=PATH)"),
-            ));
-        }
-        if out.iter().any(|(n, _)| *n == name) {
-            return Err(Error::invalid(
-                flag,
-                format!("the name '{name}' is given twice (name them apart: NAME=PATH)"),
-            ));
-        }
-        out.push((name, path));
-    }
-    Ok(out)
-}
-
-/// `--model [NAME=]DIR` values, loaded.
-fn models(specs: &[String]) -> Result<Vec<(String, ctxprune::embed::SentenceEncoder)>> {
-    named(specs, "--model")?
-        .into_iter()
-        .map(|(name, dir)| Ok((name, super::embed::load(&dir)?)))
-        .collect()
-}
-
-/// `--tokenizer [NAME=]FILE` values, loaded; the built-in names are not taken.
-fn tokenizers(specs: &[String]) -> Result<Vec<(String, Arc<ctxprune::tokens::HfTokenizer>)>> {
-    named(specs, "--tokenizer")?
-        .into_iter()
-        .map(|(name, file)| {
-            if matches!(name.as_str(), "o200k_base" | "cl100k_base" | "approx") {
-                return Err(Error::invalid(
-                    "--tokenizer",
-                    format!("'{name}' is a built-in tokenizer's name: name the file apart (NAME=FILE)"),
-                ));
-            }
-            Ok((name, Arc::new(ctxprune::tokens::HfTokenizer::load(&file)?)))
-        })
-        .collect()
-}
-
-/// `--pool [NAME=]FILE` values: named (by the file name without its extension; a pool
-/// name is at most 64 of letters, digits, `.`, `_`, `-`), each file of a format the
-/// loader reads and there now (it is read after the server listens).
-fn pools(specs: &[String]) -> Result<Vec<(String, String)>> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for spec in specs {
-        let (name, file_spec) = match spec.split_once('=') {
-            Some((n, f)) => (n.to_string(), f.to_string()),
-            None => {
-                let (path, _) = ctxprune::io::split_spec(spec);
-                let stem = path
-                    .file_stem()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                (stem, spec.clone())
-            }
-        };
-        let bad = |why: String| Error::invalid("--pool", format!("'{spec}': {why}"));
-        if name.is_empty()
-            || name.len() > 64
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-        {
-            return Err(bad(
-                "the name must be 1 to 64 of letters, digits, '.', '_' or '-' (NAME=FILE)".into(),
-            ));
-        }
-        if out.iter().any(|(n, _)| *n == name) {
-            return Err(bad(format!(
-                "the name '{name}' is given twice (name them apart: NAME=FILE)"
-            )));
-        }
-        let (path, _) = ctxprune::io::split_spec(&file_spec);
-        ctxprune::io::EmbeddingsFormat::of(path).map_err(|e| bad(e.to_string()))?;
-        if !path.is_file() {
-            return Err(bad(format!("no such file '{}'", path.display())));
-        }
-        out.push((name, file_spec));
-    }
-    Ok(out)
-}
-
-fn positive(v: Option<usize>, flag: &str) -> Result<Option<usize>> {
-    match v {
-        Some(0) => Err(Error::invalid(flag, "must be at least 1")),
-        v => Ok(v),
-    }
-}
-
-/// A duration flag in seconds, in (0, 86400].
-fn seconds(v: Option<f64>, flag: &str) -> Result<Option<Duration>> {
-    match v {
-        None => Ok(None),
-        Some(t) if t.is_finite() && t > 0.0 && t <= 86_400.0 => Ok(Some(Duration::from_secs_f64(t))),
-        Some(t) => Err(Error::invalid(
-            flag,
-            format!("must be in (0, 86400] seconds, got {t}"),
-        )),
-    }
-}
+/// The flags whose values [`ServeOptions::config`] checks (named there in snake case).
+const FLAGS: &[&str] = &[
+    "max-body-bytes",
+    "timeout",
+    "header-timeout",
+    "body-timeout",
+    "grace",
+    "max-concurrent",
+    "threads",
+    "max-work",
+    "max-request-memory",
+    "max-queue",
+    "max-pool-bytes",
+    "oracle-url",
+    "oracle-api",
+    "model",
+    "tokenizer",
+    "pool",
+    "max-embed-tokens",
+];
 
 /// The exit status when the grace period ended with requests unanswered.
 pub const EXIT_ABANDONED: u8 = 3;
@@ -220,66 +114,30 @@ pub const EXIT_ABANDONED: u8 = 3;
 /// grace period: `Ok(true)` when every one was answered, `Ok(false)` when some were
 /// abandoned (the caller exits with [`EXIT_ABANDONED`]).
 pub fn run(a: ServeArgs) -> Result<bool> {
-    let mut cfg = ServeConfig::default();
-    if let Some(b) = positive(a.max_body_bytes, "--max-body-bytes")? {
-        cfg.max_body_bytes = b;
-    }
-    for (v, flag, slot) in [
-        (a.timeout, "--timeout", &mut cfg.timeout),
-        (a.header_timeout, "--header-timeout", &mut cfg.header_timeout),
-        (a.body_timeout, "--body-timeout", &mut cfg.body_timeout),
-        (a.grace, "--grace", &mut cfg.grace),
-    ] {
-        if let Some(d) = seconds(v, flag)? {
-            *slot = d;
-        }
-    }
-    if let Some(c) = positive(a.max_concurrent, "--max-concurrent")? {
-        cfg.max_concurrent = c;
-    }
-    if let Some(t) = positive(a.threads, "--threads")? {
-        cfg.threads = t;
-    }
-    if let Some(w) = a.max_work {
-        if !(w.is_finite() && w >= 1.0) {
-            return Err(Error::invalid(
-                "--max-work",
-                format!("must be a finite number of operations >= 1, got {w}"),
-            ));
-        }
-        cfg.max_work = w;
-    }
-    if let Some(m) = positive(a.max_request_memory, "--max-request-memory")? {
-        cfg.max_request_memory = m;
-    }
-    if let Some(q) = a.max_queue {
-        cfg.max_queue = q;
-    }
-    if let Some(b) = a.max_pool_bytes {
-        cfg.max_pool_bytes = b;
-    }
-    if let Some(api) = &a.oracle_api {
-        if a.oracle_url.is_none() {
-            return Err(Error::invalid("--oracle-api", "applies to --oracle-url"));
-        }
-        super::cost::flags(
-            api.parse::<ctxprune::rerank::http::Api>().map(|_| ()),
-            &["oracle-api"],
-        )?;
-        cfg.oracle_api = api.clone();
-    }
-    cfg.oracle_url = a.oracle_url;
-    cfg.allow_oracle_urls = a.allow_oracle_urls;
-    cfg.log = !a.quiet;
-    cfg.models = models(&a.model)?;
-    cfg.tokenizers = tokenizers(&a.tokenizer)?;
-    cfg.pools = pools(&a.pool)?;
-    if let Some(t) = positive(a.max_embed_tokens, "--max-embed-tokens")? {
-        if cfg.models.is_empty() {
-            return Err(Error::invalid("--max-embed-tokens", "applies to --model"));
-        }
-        cfg.max_embed_tokens = t;
-    }
+    let named = |specs: &[String]| specs.iter().map(|s| Named::parse(s)).collect::<Vec<_>>();
+    let opts = ServeOptions {
+        max_body_bytes: a.max_body_bytes,
+        timeout: a.timeout,
+        header_timeout: a.header_timeout,
+        body_timeout: a.body_timeout,
+        grace: a.grace,
+        max_concurrent: a.max_concurrent,
+        threads: a.threads,
+        max_work: a.max_work,
+        max_request_memory: a.max_request_memory,
+        max_queue: a.max_queue,
+        max_pool_bytes: a.max_pool_bytes,
+        oracle_url: a.oracle_url.clone(),
+        oracle_api: a.oracle_api.clone(),
+        allow_oracle_urls: a.allow_oracle_urls,
+        quiet: a.quiet,
+        model: named(&a.model),
+        tokenizer: named(&a.tokenizer),
+        pool: named(&a.pool),
+        max_embed_tokens: a.max_embed_tokens,
+    };
+    // The settings' errors name them as this command's flags (`--max-body-bytes`).
+    let cfg = super::cost::flags(opts.config(), FLAGS)?;
     let addr: std::net::SocketAddr = a
         .addr
         .parse()
