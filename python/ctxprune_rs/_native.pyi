@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 __all__ = [
     "Engine", "Pool", "Selector", "Selection", "Reranker", "Reranked", "MaskSession", "Encoder",
-    "TokenCounter", "count_tokens", "flops", "etc", "plan", "segment", "mass_file", "mass_arrays",
+    "TokenCounter", "Service", "count_tokens", "flops", "etc", "plan", "segment", "mass_file", "mass_arrays",
     "heatmap_matrices", "draw_heatmap", "decay", "probe", "DEFAULT_PLACEHOLDER",
 ]
 
@@ -211,6 +211,33 @@ class TokenCounter:
     def name(self) -> str: ...
     def count(self, text: str) -> int: ...
     def count_many(self, texts: List[str]) -> List[int]: ...
+
+@final
+class Service:
+    def __new__(
+        cls,
+        engine: Engine,
+        *,
+        pools: List[Tuple[str, str]] = ...,
+        models: List[Tuple[str, str]] = ...,
+        tokenizers: List[Tuple[str, str]] = ...,
+        max_body_bytes: Optional[int] = None,
+        timeout: Optional[float] = None,
+        max_concurrent: Optional[int] = None,
+        threads: Optional[int] = None,
+        max_work: Optional[float] = None,
+        max_request_memory: Optional[int] = None,
+        max_queue: Optional[int] = None,
+        max_pool_bytes: Optional[int] = None,
+        oracle_url: Optional[str] = None,
+        oracle_api: Optional[str] = None,
+        allow_oracle_urls: bool = False,
+        log: bool = False,
+        max_embed_tokens: Optional[int] = None,
+    ) -> Self: ...
+    def handle(
+        self, method: str, path: str, body: Optional[bytes] = None, headers: List[Tuple[str, str]] = ...
+    ) -> Tuple[int, List[Tuple[str, str]], bytes]: ...
 
 @final
 class Encoder:

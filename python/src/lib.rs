@@ -17,6 +17,7 @@ mod errors;
 mod mask;
 mod rerank;
 mod select;
+mod service;
 mod tokens;
 
 /// Runs `f` with the GIL released, on the calling thread (its parallel parts on rayon's
@@ -72,6 +73,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<mask::MaskSession>()?;
     m.add_class::<embed::Encoder>()?;
     m.add_class::<tokens::TokenCounter>()?;
+    m.add_class::<service::Service>()?;
     m.add_function(wrap_pyfunction!(mask::count_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(cost::flops, m)?)?;
     m.add_function(wrap_pyfunction!(cost::etc, m)?)?;

@@ -1,5 +1,5 @@
-"""Shared helpers: the `ctxprune` CLI (the Rust API's results, to compare against) and
-seeded problems."""
+"""Shared helpers: the `ctxprune` CLI (the Rust API's results, to compare against), `ctxprune
+serve` as a process, a local Ray cluster, and seeded problems."""
 
 from __future__ import annotations
 
@@ -13,6 +13,13 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# Ray Serve's controller kills its HTTP proxy when the proxy is not ready within 5 s (three
+# times), which a busy 2-core CI machine (a build beside the tests) can take just to import
+# it; the clusters the tests start (and the guide's examples, run in this process) inherit
+# these. Only the wait changes, not what is tested.
+os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
+os.environ.setdefault("RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S", "60")
 
 
 def cli_path() -> Path:
@@ -38,6 +45,82 @@ def cli(*args: str, stdin: str | None = None) -> dict | str:
         return json.loads(r.stdout)
     except json.JSONDecodeError:
         return r.stdout
+
+
+class ServeProcess:
+    """`ctxprune serve` on 127.0.0.1, a free port, on the CPU (`args`: more flags, such as
+    `--model minilm=DIR` or `--pool docs=FILE`); stopped on exit. Returns once it listens
+    (and, with start-up pools, once `/readyz` says they are resident)."""
+
+    def __init__(self, *args: str):
+        import time
+
+        env = dict(os.environ, CTXPRUNE_BACKEND="cpu")
+        self.p = subprocess.Popen([str(cli_path()), "serve", "--addr", "127.0.0.1:0", "--quiet", *args],
+                                  stderr=subprocess.PIPE, text=True, env=env)
+        for line in self.p.stderr:
+            if line.startswith("{") and "listening" in line:
+                self.base = "http://" + json.loads(line)["listening"]
+                break
+        else:
+            raise AssertionError(f"the server did not start (exit {self.p.wait()})")
+        deadline = time.monotonic() + 120
+        while self.call("GET", "/readyz")[0] != 200:
+            assert time.monotonic() < deadline, "the server's pools did not load within 120 s"
+            time.sleep(0.05)
+
+    def call(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
+        """(status, headers as a dict with lower-case names, body bytes)."""
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(self.base + path, data=body, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=300) as r:
+                return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+    def post(self, path: str, body):
+        """(status, the JSON answer) of a POST of `body` as JSON."""
+        status, _, out = self.call("POST", path, json.dumps(body).encode())
+        return status, json.loads(out)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.p.terminate()
+        self.p.wait(timeout=30)
+
+
+def untimed(v):
+    """A JSON value without its timings (every `*_ms` field, at any depth)."""
+    if isinstance(v, dict):
+        return {k: untimed(x) for k, x in v.items() if not k.endswith("_ms")}
+    if isinstance(v, list):
+        return [untimed(x) for x in v]
+    return v
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray cluster for the session's Ray tests (`num_cpus=2`, no dashboard,
+    loopback only)."""
+    ray = framework("ray")
+    kwargs = dict(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                  _node_ip_address="127.0.0.1")
+    try:
+        ray.init(**kwargs)
+    except Exception as e:  # Ray waits a fixed 30 s for its node; on a busy 2-core machine, once more
+        if "timed out during startup" not in str(e):
+            raise
+        ray.shutdown()
+        ray.init(**kwargs)
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    yield ray
+    ray.shutdown()
 
 
 @pytest.fixture

@@ -91,9 +91,9 @@ def test_mass_heatmap_and_decay_equal_the_cli(tmp_path, rng, seg):
     assert d["steps"] == 2 * (turns - 5)
     assert (tmp_path / "d.png").stat().st_size > 1000
     # Over HTTP: the masses in the body.
-    from test_rag_surfaces import Server
+    from conftest import ServeProcess
 
-    with Server() as srv:
+    with ServeProcess() as srv:
         st, body = srv.post("/v1/attention/decay", {"masses": [m2, m2]})
         assert st == 200 and body == d
         st, body = srv.post("/v1/attention/decay", {"masses": [{"steps": 3}]})

@@ -12,12 +12,10 @@ import json
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 import numpy as np
 import pytest
-from conftest import ROOT, cli_path, minilm_dir
+from conftest import ROOT, ServeProcess, cli_path, minilm_dir
 
 import ctxprune_rs as ctxprune
 
@@ -36,42 +34,9 @@ def query():
     return (DATA / "query.txt").read_text().strip()
 
 
-class Server:
-    """`ctxprune serve [--model minilm=DIR]` on 127.0.0.1, a free port; stopped on exit."""
-
-    def __init__(self, model=None):
-        env = dict(os.environ, CTXPRUNE_BACKEND="cpu")
-        extra = [] if model is None else ["--model", f"minilm={model}"]
-        self.p = subprocess.Popen(
-            [str(cli_path()), "serve", "--addr", "127.0.0.1:0", "--quiet", *extra],
-            stderr=subprocess.PIPE, text=True, env=env,
-        )
-        for line in self.p.stderr:
-            if line.startswith("{") and "listening" in line:
-                self.base = "http://" + json.loads(line)["listening"]
-                break
-        else:
-            raise AssertionError(f"the server did not start (exit {self.p.wait()})")
-
-    def post(self, path, body):
-        req = urllib.request.Request(self.base + path, data=json.dumps(body).encode(), method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=300) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.p.terminate()
-        self.p.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def server():
-    with Server(minilm_dir()) as s:
+    with ServeProcess("--model", f"minilm={minilm_dir()}") as s:
         yield s
 
 
