@@ -9,7 +9,8 @@ reranking for many queries, as callable classes for `Dataset.map_batches`.
                          fn_constructor_kwargs={"pools": {"docs": "corpus.npy"}, "method": "mmr", "k": 10})
 
 Each actor opens its `Engine` once (CUDA when Ray gave the actor a GPU, else the CPU,
-unless `backend=` says otherwise), loads its shared pools once (`pools`: name -> a `.npy`
+unless `backend=` says otherwise), computes with the CPUs Ray assigned it (`num_cpus`,
+through RAYON_NUM_THREADS unless that is set), loads its shared pools once (`pools`: name -> a `.npy`
 path, an array, or a Ray object reference to one) and keeps them resident. A row names a
 shared pool in its `pool` column or carries its own N x d array in its `embeddings`
 column. Output: the batch's columns (less `embeddings`) and, per row, the results, the
@@ -26,14 +27,41 @@ from collections.abc import Mapping
 from os import PathLike
 from typing import Any, Callable, Dict, List, Optional, Union
 
+import math
+import os
+
 import numpy as np
 
 from . import CtxpruneError, Engine, Pool, Reranker, Selector
 from ._errors import InvalidInputError
 
-__all__ = ["SelectBatches", "RerankBatches", "engine_for_actor"]
+__all__ = ["SelectBatches", "RerankBatches", "engine_for_actor", "assigned_cpus"]
 
 PoolSource = Union[str, "PathLike[str]", np.ndarray, Any]
+
+
+def assigned_cpus() -> Optional[int]:
+    """The CPUs Ray assigned this actor, task or replica (`num_cpus`, rounded up, at least
+    1), or None outside a Ray worker (or with no CPUs assigned)."""
+    try:
+        import ray
+
+        if not ray.is_initialized():
+            return None
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+    except Exception:  # noqa: BLE001 - not in a Ray worker
+        return None
+    return max(1, math.ceil(cpus)) if cpus else None
+
+
+def _threads_from_ray() -> None:
+    """Computes with the CPUs Ray assigned this actor, so actors side by side do not
+    contend for each other's cores: sets RAYON_NUM_THREADS (read once, when the
+    extension's first parallel call starts its threads; an actor's process is its own)
+    unless it is set already."""
+    cpus = assigned_cpus()
+    if cpus is not None and "RAYON_NUM_THREADS" not in os.environ:
+        os.environ["RAYON_NUM_THREADS"] = str(cpus)
 
 
 def engine_for_actor(backend: str = "auto") -> Engine:
@@ -80,6 +108,7 @@ class _Batches:
 
     def __init__(self, pools: Optional[Mapping[str, PoolSource]], backend: str, strict: bool,
                  query_column: str, pool_column: str, embeddings_column: str):
+        _threads_from_ray()
         self.engine = engine_for_actor(backend)
         self.strict = bool(strict)
         self.query_column, self.pool_column, self.embeddings_column = query_column, pool_column, embeddings_column

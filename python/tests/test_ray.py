@@ -27,20 +27,8 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    kwargs = dict(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-                  _node_ip_address="127.0.0.1")
-    try:
-        ray.init(**kwargs)
-    except Exception as e:  # Ray waits a fixed 30 s for its node; on a busy 2-core machine, once more
-        if "timed out during startup" not in str(e):
-            raise
-        ray.shutdown()
-        ray.init(**kwargs)
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
+def cluster(ray_cluster):
     yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +103,68 @@ def test_an_oracle_built_in_each_actor_over_a_pool_in_the_object_store(cluster, 
     for i in range(60):
         want = r.rerank(pool, queries[i], lambda idx: weights[idx])
         assert list(rows[i]["indices"]) == list(want.indices)
+
+
+class TeiStub:
+    """A TEI-shaped rerank server on 127.0.0.1 (`POST` {query, texts} -> [{index, score}]):
+    a text "doc I" scores `weights[I]`; counts the texts it scored."""
+
+    def __init__(self, weights):
+        import http.server
+        import threading
+
+        stub = self
+        self.scored = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                import json
+
+                req = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                stub.scored += len(req["texts"])
+                out = json.dumps([{"index": i, "score": float(weights[int(t.split()[1])])}
+                                  for i, t in enumerate(req["texts"])]).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/rerank"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+def test_a_url_oracle_is_called_from_the_actors(cluster, corpus):
+    pool, queries, path = corpus
+    weights = np.random.default_rng(5).random(len(pool))
+    texts = [f"doc {i}" for i in range(len(pool))]
+    stub = TeiStub(weights)
+    try:
+        items = [{"id": i, "query": queries[i], "pool": "docs", "texts": texts, "query_text": f"q {i}"}
+                 for i in range(24)]
+        out = ray.data.from_items(items).map_batches(
+            RerankBatches, batch_format="numpy", batch_size=8, compute=ray.data.ActorPoolStrategy(size=2),
+            fn_constructor_kwargs={"budget": 30, "capacity": 4, "oracle": stub.url, "api": "tei",
+                                   "pools": {"docs": path}, "backend": "cpu"}).take_all()
+    finally:
+        stub.close()
+    rows = by_id(out)
+    r = ctxprune_rs.Reranker(30, 4)
+    calls = 0
+    for i in range(24):
+        want = r.rerank(pool, queries[i], lambda idx: weights[idx])
+        assert rows[i]["error"] is None, rows[i]["error"]
+        assert list(rows[i]["indices"]) == list(want.indices), i
+        assert np.array_equal(rows[i]["scores"], want.scores), i
+        calls += int(rows[i]["oracle_calls"])
+    assert stub.scored == calls  # each row's oracle calls went to the server, once
 
 
 def test_bad_rows_are_errors_in_their_rows(cluster, corpus):
