@@ -24,7 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "python-api.md"
-SUBMODULES = ["cost", "attention", "text", "langchain", "llamaindex", "haystack", "openai_agents", "ray"]
+SUBMODULES = ["cost", "attention", "text", "service", "langchain", "llamaindex", "haystack", "openai_agents", "ray",
+              "ray_serve"]
 
 HEADER = """# Python API reference
 
@@ -230,6 +231,11 @@ def _module_section(modname: str, stubs: Stubs, seen: dict) -> str:
             out.append(f"The same object as `{seen[key]}`, above.\n")
             continue
         seen[key] = qual
+        # A Ray Serve deployment (`@serve.deployment` wraps the class): the class it deploys.
+        wrapped = getattr(obj, "func_or_class", None) if type(obj).__name__ == "Deployment" else None
+        if inspect.isclass(wrapped):
+            out.append("A Ray Serve deployment (`.options(...)`, `.bind(...)`) of this class:\n")
+            obj = wrapped
         if inspect.isclass(obj) and getattr(obj, "__module__", "") == "ctxprune_rs._native":
             out.append(_render_native_class(qual, obj, stubs))
         elif inspect.isclass(obj):
