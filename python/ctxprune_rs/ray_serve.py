@@ -25,10 +25,16 @@ Batching: `POST /v1/select` requests that name the same pool with the same optio
 differ only in their `query` are gathered by Ray Serve's `@serve.batch` (up to
 `max_batch_size`, waiting at most `batch_wait_timeout_s`) and run as one `"queries"`
 request (the many-queries path: the passes over the pool shared). Each gets the answer
-it would get alone (`select_many` gives each query `select`'s picks and gains, bit for
-bit; `elapsed_ms` is the batch's, and the header `x-ctxprune-gathered` says how many
-requests shared it); if the batch is refused (a bad query, a limit), each
-request of it runs alone, so its answer is its own. `max_batch_size=1` turns batching off.
+it would get alone, as JSON values (`select_many` gives each query `select`'s picks and
+gains, bit for bit; the body is written again by Python, so a number may be spelled
+`1e-05` for `1e-5`; `elapsed_ms` and `x-request-id` are the batch's, and the header
+`x-ctxprune-gathered` says how many requests shared it). A body the server might read
+otherwise than Python (not UTF-8, a repeated key, `-0`, a number past 128 characters,
+over the body cap) is never gathered. If the batch is refused for its content (a bad
+query, a limit), each request of it runs alone, so its answer is its own; if it found no
+slot in time (503, 504), each member gets that answer. `max_batch_size=1` turns batching
+off. The deployment lets 64 requests into a replica at once (`max_ongoing_requests`,
+Serve's default is 5): keep it at least `max_batch_size`.
 """
 
 from __future__ import annotations
@@ -66,11 +72,23 @@ class _NotGathered(Exception):
     pass
 
 
+# The server reads a number's text up to this length (longer is refused): longer ones run
+# alone, so the server's own refusal answers them.
+_NUMBER_CHARS = 128
+
+
 def _strict_float(s: str) -> float:
     v = float(s)
-    if not math.isfinite(v):
+    if len(s) > _NUMBER_CHARS or not math.isfinite(v):
         raise _NotGathered
     return v
+
+
+def _strict_int(s: str) -> int:
+    # "-0" is the float -0.0 to the server (an integer field refuses it) but 0 to Python.
+    if len(s) > _NUMBER_CHARS or s == "-0":
+        raise _NotGathered
+    return int(s)
 
 
 def _no_constant(_: str) -> Any:
@@ -86,15 +104,18 @@ def _no_duplicates(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
     return out
 
 
-def _gather_key(body: bytes) -> Optional[Tuple[str, Dict[str, Any], List[float]]]:
+def _gather_key(body: bytes, limit: int) -> Optional[Tuple[str, Dict[str, Any], List[float]]]:
     """(key, the body without its query, the query) for a select that may be gathered
-    with others of the same key; None when it runs alone. Parsed strictly (a repeated
-    key, NaN, an infinity: alone, so the server's own error answers it)."""
-    if len(body) > _GATHER_BYTES:
+    with others of the same key; None when it runs alone. Gathering re-writes the body, so
+    only a body the server reads exactly as Python does is gathered: UTF-8 without a byte
+    order mark, no key repeated, no NaN or infinity, no `-0`, no number over 128
+    characters, at most `limit` bytes (the server's body cap). Any other runs alone, and
+    the server's own answer (an error, mostly) is its answer."""
+    if len(body) > limit:
         return None
     try:
-        obj = json.loads(body, object_pairs_hook=_no_duplicates, parse_float=_strict_float,
-                         parse_constant=_no_constant)
+        obj = json.loads(body.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_float=_strict_float,
+                         parse_int=_strict_int, parse_constant=_no_constant)
     except (_NotGathered, ValueError, RecursionError):
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("pool"), str) or _ALONE & obj.keys():
@@ -106,7 +127,9 @@ def _gather_key(body: bytes) -> Optional[Tuple[str, Dict[str, Any], List[float]]
     return json.dumps(obj, sort_keys=True, separators=(",", ":")), obj, query
 
 
-@serve.deployment
+# Ray Serve lets `max_ongoing_requests` (5 by default) into a replica at once; batches of
+# `max_batch_size` need at least that many.
+@serve.deployment(max_ongoing_requests=64)
 class CtxpruneDeployment:
     """`ctxprune serve` as a Ray Serve deployment; see the module's documentation.
 
@@ -135,9 +158,12 @@ class CtxpruneDeployment:
         if not (isinstance(batch_wait_timeout_s, (int, float)) and 0 <= batch_wait_timeout_s <= 60):
             raise ValueError(f"invalid batch_wait_timeout_s: must be in [0, 60] seconds, got {batch_wait_timeout_s!r}")
         self._batch_size = max_batch_size
-        threads = threads or assigned_cpus() or os.cpu_count() or 1
+        if threads is None:
+            threads = assigned_cpus() or os.cpu_count() or 1
         self.service = Service(engine_for_actor(backend), pools=pools, models=models, tokenizers=tokenizers,
-                               threads=threads, max_concurrent=max_concurrent or threads, **limits)
+                               threads=threads, max_concurrent=threads if max_concurrent is None else max_concurrent,
+                               **limits)
+        self._gather_limit = min(_GATHER_BYTES, limits.get("max_body_bytes") or _GATHER_BYTES)
         self._gathered.set_max_batch_size(max_batch_size)
         self._gathered.set_batch_wait_timeout_s(batch_wait_timeout_s)
 
@@ -149,15 +175,17 @@ class CtxpruneDeployment:
         return r.status, r.headers, r.body
 
     async def __call__(self, request: Request) -> Response:
-        path = request.url.path
+        # The path as the client sent it (percent-encoded), less Serve's route prefix.
+        path = (request.scope.get("raw_path") or request.url.path.encode()).decode("latin-1")
         root = request.scope.get("root_path") or ""
         if root and path.startswith(root):
             path = path[len(root):] or "/"
-        if request.url.query:
-            path = f"{path}?{request.url.query}"
+        query = request.scope.get("query_string") or b""
+        if query:
+            path = f"{path}?{query.decode('latin-1')}"
         body = await request.body()
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
-        gather = _gather_key(body) if request.method == "POST" and path == "/v1/select" else None
+        gather = _gather_key(body, self._gather_limit) if request.method == "POST" and path == "/v1/select" else None
         if gather is not None and self._batch_size > 1:
             status, hdrs, out = await self._gathered((gather, body, headers))
         else:
@@ -166,29 +194,35 @@ class CtxpruneDeployment:
 
     @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.002)
     async def _gathered(self, items: List[Any]) -> List[_Answer]:
-        return await asyncio.to_thread(self._run_gathered, items)
-
-    def _run_gathered(self, items: List[Any]) -> List[_Answer]:
-        out: List[Any] = [None] * len(items)
         groups: Dict[str, List[int]] = {}
         for i, ((key, _, _), _, _) in enumerate(items):
             groups.setdefault(key, []).append(i)
-        for members in groups.values():
-            if len(members) > 1:
-                (_, rest, _), _, headers = items[members[0]]
-                batch = dict(rest, queries=[items[i][0][2] for i in members])
-                status, hdrs, body = self._handle("POST", "/v1/select", json.dumps(batch).encode(),
-                                                  [("content-type", "application/json")])
-                if status == 200:
-                    results = json.loads(body)["results"]
-                    shared = [*hdrs, ("x-ctxprune-gathered", str(len(members)))]
-                    for i, r in zip(members, results):
-                        out[i] = (200, shared, json.dumps(r, separators=(",", ":")).encode())
-                    continue
-            for i in members:  # alone, or the batch was refused: each its own answer
-                _, body, headers = items[i]
-                out[i] = self._handle("POST", "/v1/select", body, headers)
+        out: List[Any] = [None] * len(items)
+
+        async def run(members: List[int]) -> None:
+            answers = await asyncio.to_thread(self._run_group, [items[i] for i in members])
+            for i, a in zip(members, answers):
+                out[i] = a
+
+        # Each group (and each request of a refused one) computes in its own slot, side by side.
+        await asyncio.gather(*(run(m) for m in groups.values()))
         return out
+
+    def _run_group(self, group: List[Any]) -> List[_Answer]:
+        """One group's answers: one many-queries request, each member's result its answer;
+        a lone member, or each member of a batch the server refused, answered alone."""
+        if len(group) > 1:
+            (_, rest, _), _, _ = group[0]
+            batch = dict(rest, queries=[q for (_, _, q), _, _ in group])
+            status, hdrs, body = self._handle("POST", "/v1/select", json.dumps(batch).encode(),
+                                              [("content-type", "application/json")])
+            if status == 200:
+                shared = [*hdrs, ("x-ctxprune-gathered", str(len(group)))]
+                return [(200, shared, json.dumps(r, separators=(",", ":")).encode())
+                        for r in json.loads(body)["results"]]
+            if status in (503, 504):  # the slot or the deadline, shared: rerunning would only miss it again
+                return [(status, hdrs, body)] * len(group)
+        return [self._handle("POST", "/v1/select", body, headers) for _, body, headers in group]
 
 
 _INTS = {"max_body_bytes", "max_concurrent", "threads", "max_request_memory", "max_queue", "max_pool_bytes",

@@ -20,12 +20,23 @@ pub struct Service {
 /// One answer as Python receives it: the status, the headers, the body.
 type Answer<'py> = (u16, Vec<(String, String)>, Bound<'py, PyBytes>);
 
-/// `r` with an error naming a setting the Python signature spells in the plural (`pool`
-/// -> `pools`) renamed to it.
+/// The settings the Python signature spells in the plural.
+const PLURAL: [&str; 3] = ["pool", "model", "tokenizer"];
+
+/// `r` with the settings the Python signature spells in the plural (`pool` -> `pools`)
+/// renamed to it, as the error's name and where its message points to one.
 fn plural<T>(r: ctxprune::Result<T>) -> ctxprune::Result<T> {
     r.map_err(|e| match e {
-        Error::InvalidArgument { name, msg } if matches!(name.as_str(), "pool" | "model" | "tokenizer") => {
-            Error::invalid(format!("{name}s"), msg)
+        Error::InvalidArgument { name, mut msg } => {
+            for p in PLURAL {
+                msg = msg.replace(&format!("`{p}`"), &format!("`{p}s`"));
+            }
+            let name = if PLURAL.contains(&name.as_str()) {
+                format!("{name}s")
+            } else {
+                name
+            };
+            Error::invalid(name, msg)
         }
         e => e,
     })

@@ -71,21 +71,56 @@ def test_the_deployment_answers_as_ctxprune_serve(deployed):
     assert proxy.call("GET", "/v1/pools?x=1")[0] == server.call("GET", "/v1/pools?x=1")[0] == 200
 
 
+def odd_bodies(q) -> list:
+    """Select bodies the gathering must leave alone (the server reads them otherwise than
+    Python would): each must get the server's own answer."""
+    qs = json.dumps(q)
+    return [
+        f'{{"pool": "docs", "query": {qs}, "method": "mmr", "k": -0}}'.encode(),
+        f'{{"pool": "docs", "query": {qs}, "method": "mmr", "k": 8, "lambda": 0.{"5" * 130}}}'.encode(),
+        f'{{"pool": "docs", "query": {qs}, "method": "mmr", "k": 8, "retained": [-0]}}'.encode(),
+        json.dumps({"pool": "docs", "query": q, "method": "mmr", "k": 8}).encode("utf-16"),
+        b"\xef\xbb\xbf" + json.dumps({"pool": "docs", "query": q, "method": "mmr", "k": 8}).encode(),
+        f'{{"pool": "docs", "query": {qs}, "method": "mmr", "k": 8, "k": 9}}'.encode(),
+    ]
+
+
 def test_concurrent_selects_are_gathered_and_each_gets_its_own_answer(deployed):
     x, proxy, server = deployed
-    qs = serve_requests.queries(x, 48, seed=11)
-    bodies = [json.dumps({"pool": "docs", "query": q, "method": "mmr", "k": 8}).encode() for q in qs]
+    qs = serve_requests.queries(x, 60, seed=11)
+    costs = [float(10 + i % 7) for i in range(len(x))]
+    bodies = []
+    for i, q in enumerate(qs):  # three groups of options, each gathered on its own
+        if i % 3 == 0:
+            bodies.append({"pool": "docs", "query": q, "method": "mmr", "k": 8})
+        elif i % 3 == 1:
+            bodies.append({"pool": "docs", "query": q, "method": "dpp", "token_budget": 60, "costs": costs})
+        else:
+            bodies.append({"pool": "docs", "query": q, "method": "mmr", "k": 6, "retained": [0, 3], "lambda": 0.7})
+    bodies = [json.dumps(b).encode() for b in bodies]
     # One bad query among them: its batch is refused, and every member of it answered alone.
     bodies[17] = json.dumps({"pool": "docs", "query": [0.0] * len(qs[0]), "method": "mmr", "k": 8}).encode()
+    bodies += odd_bodies(qs[0])
     with ThreadPoolExecutor(16) as ex:
         got = list(ex.map(lambda b: proxy.call("POST", "/v1/select", b), bodies))
     gathered = 0
     for i, ((status, headers, out), body) in enumerate(zip(got, bodies)):
         want_status, _, want = server.call("POST", "/v1/select", body)
-        serve_requests.check_same((status, out), (want_status, want), f"query {i}")
+        serve_requests.check_same((status, out), (want_status, want), f"body {i}: {body[:120]!r}")
         gathered += int(headers.get("x-ctxprune-gathered", "1")) > 1
+        if i >= len(qs):
+            assert "x-ctxprune-gathered" not in headers, f"body {i} was gathered"
     assert got[17][0] == 422
     assert gathered > 0, "no request was gathered with another"
+
+
+def test_paths_and_headers_are_passed_as_sent(deployed):
+    _, proxy, server = deployed
+    for path in ["/v1/pools/a%20b", "/v1/pools/a%2Fb", "/v1/pools/docs?x=%20"]:
+        got, want = proxy.call("GET", path), server.call("GET", path)
+        serve_requests.check_same((got[0], got[2]), (want[0], want[2]), path)
+    got = proxy.call("GET", "/healthz", headers={"x-note": "caf\u00e9"})
+    assert got[0] == 200 == server.call("GET", "/healthz", headers={"x-note": "caf\u00e9"})[0]
 
 
 def test_the_builder_reads_strings_and_refuses_bad_ones(tmp_path):

@@ -59,7 +59,7 @@ def test_the_convenience_call_and_the_limits(docs):
     ({"timeout": float("nan")}, "invalid timeout: must be in (0, 86400] seconds, got NaN"),
     ({"max_work": 0.5}, "invalid max_work: must be a finite number of operations >= 1"),
     ({"oracle_api": "tei"}, "invalid oracle_api: applies to oracle_url="),
-    ({"max_embed_tokens": 9}, "invalid max_embed_tokens: applies to model="),
+    ({"max_embed_tokens": 9}, "invalid max_embed_tokens: applies to models="),
     ({"pools": {"a b": "x.npy"}}, "invalid pools: 'a b=x.npy': the name must be"),
     ({"pools": {"docs": "/nowhere/docs.npy"}}, "invalid pools: 'docs=/nowhere/docs.npy': no such file"),
     ({"pools": ["docs.npy"]}, "invalid pools: expected a mapping of names to paths, got list"),
@@ -85,7 +85,7 @@ def test_a_pool_that_fails_to_load_raises_naming_it(tmp_path):
     ("GE T", "/healthz", None, [], "invalid method: 'GE T' is not an HTTP method"),
     ("GET", "healthz", None, [], "invalid path"),
     ("GET", "/healthz", None, [("bad name", "x")], "invalid headers: 'bad name' is not a header name"),
-    ("GET", "/healthz", None, [("x-a", "line\nbreak")], "invalid headers"),
+    ("GET", "/healthz", None, [("x-a", "line\nbreak")], "invalid headers: the value of 'x-a' is not a header value"),
     ("POST", "/v1/select", 3, [], "invalid body: expected bytes or str, got int"),
 ])
 def test_a_request_that_is_not_http_raises(method, path, body, headers, words):
@@ -93,6 +93,11 @@ def test_a_request_that_is_not_http_raises(method, path, body, headers, words):
     with pytest.raises(ctxprune_rs.InvalidInputError) as e:
         svc.handle(method, path, body, headers)
     assert words in str(e.value)
+
+
+def test_header_values_take_any_byte_as_the_server_does():
+    svc = Service(ctxprune_rs.Engine("cpu"))
+    assert svc.handle("GET", "/healthz", None, [("x-note", "caf\u00e9")]).status == 200
 
 
 def test_many_threads_get_the_answers_of_one(docs):

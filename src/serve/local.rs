@@ -115,7 +115,8 @@ impl LocalService {
                     format!("'{}' is not a header name", crate::error::escape_controls(k)),
                 )
             })?;
-            let value = axum::http::HeaderValue::from_str(v).map_err(|_| {
+            // Any byte a header value may hold (obs-text included), as hyper takes them.
+            let value = axum::http::HeaderValue::from_bytes(v.as_bytes()).map_err(|_| {
                 Error::invalid("headers", format!("the value of '{name}' is not a header value"))
             })?;
             req = req.header(name, value);
