@@ -77,3 +77,25 @@ fn npy_shape_whose_strides_overflow_is_refused() {
         assert!(e.to_string().contains("overflow a 64-bit count"), "{header}: {e}");
     }
 }
+
+/// Target `json_reader` (found in CI, stop 37): an object whose key is serde_json's
+/// private raw-value token, `{"$serde_json::private::RawValue": "<json>"}`, is read by
+/// serde_json (with its `raw_value` feature, which the crate enables) as the JSON text in
+/// the string. Our first pass saw an object with one key, so a typed read holding a
+/// `serde_json::Value` could receive a repeated key the check never saw. Such keys are
+/// refused by name.
+#[test]
+fn serde_json_private_key_is_refused_by_the_json_reader() {
+    use ctxprune::io::json;
+    let smuggled = br#"{"x": {"$serde_json::private::RawValue": "{\"k\": 1, \"k\": 2}"}}"#;
+    for e in [
+        json::value(smuggled).unwrap_err(),
+        json::scan(smuggled).unwrap_err(),
+        json::from_slice::<serde_json::Value>(smuggled).unwrap_err(),
+    ] {
+        assert!(
+            e.starts_with("reserved key \"$serde_json::private::RawValue\""),
+            "{e}"
+        );
+    }
+}

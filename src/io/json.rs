@@ -4,6 +4,9 @@
 //! - a repeated key in any object, at any depth, is an error naming the key and where it
 //!   is (serde_json on its own keeps the last value and silently drops the others);
 //! - nesting deeper than serde_json's limit (128) is an error, never a stack overflow;
+//! - a key serde_json keeps for itself (`$serde_json::private::RawValue` and its kin) is
+//!   an error: serde_json would read such an object as the JSON text in its string, so
+//!   a typed read could see a value (and a repeated key) the check never saw;
 //! - the error is one line: what is wrong, then `at line L column C`.
 //!
 //! [`value`] builds a [`serde_json::Value`] in one pass. [`from_slice`] reads any
@@ -93,6 +96,21 @@ fn duplicate<E: serde::de::Error>(key: &str) -> E {
     ))
 }
 
+/// The prefix of the keys serde_json treats as its own (a raw value, an exact number).
+const RESERVED: &str = "$serde_json::private::";
+
+/// Refuses `key` when it is a key this reader would read otherwise than serde_json does.
+fn check_reserved<E: serde::de::Error>(key: &str) -> Result<(), E> {
+    if key.starts_with(RESERVED) {
+        let shown: String = key.chars().take(60).collect();
+        return Err(E::custom(format!(
+            "reserved key {} (serde_json reads an object with this key as raw JSON)",
+            Value::String(shown)
+        )));
+    }
+    Ok(())
+}
+
 /// Builds a [`Value`], refusing repeated keys.
 #[derive(Clone, Copy)]
 struct Build;
@@ -147,6 +165,7 @@ impl<'de> Visitor<'de> for Build {
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Value, A::Error> {
         let mut out = Map::new();
         while let Some(k) = m.next_key::<String>()? {
+            check_reserved(&k)?;
             if out.contains_key(&k) {
                 return Err(duplicate(&k));
             }
@@ -253,6 +272,7 @@ impl<'de> Visitor<'de> for Scanner<'_> {
         let mut seen: HashSet<Cow<'de, str>> = HashSet::new();
         while let Some(k) = m.next_key_seed(Key)? {
             self.scan.string_bytes += k.len();
+            check_reserved(&k)?;
             if seen.contains(k.as_ref()) {
                 return Err(duplicate(&k));
             }
@@ -316,6 +336,32 @@ mod tests {
             assert!(e.contains("line 1 column"), "{bad:?}: {e}");
             assert!(scan(bad.as_bytes()).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn serde_json_private_keys_are_refused_not_read_as_raw_json() {
+        // serde_json would read the first as the number 1 and the second as an object
+        // holding a repeated key that no check saw.
+        for text in [
+            r#"{"$serde_json::private::RawValue": "1"}"#,
+            r#"[{"$serde_json::private::RawValue": "{\"k\": 1, \"k\": 2}"}]"#,
+            r#"{"a": {"$serde_json::private::Number": "1"}}"#,
+        ] {
+            for e in [
+                value(text.as_bytes()).unwrap_err(),
+                scan(text.as_bytes()).unwrap_err(),
+                from_slice::<Value>(text.as_bytes()).unwrap_err(),
+            ] {
+                assert!(
+                    e.starts_with("reserved key \"$serde_json::private::"),
+                    "{text}: {e}"
+                );
+                assert!(e.contains("line 1 column"), "{e}");
+            }
+        }
+        // The same text as a string value, or a key that only resembles it, is fine.
+        let v = value(br#"{"k": "$serde_json::private::RawValue", "$serde_json": 1}"#).unwrap();
+        assert_eq!(v["$serde_json"], 1);
     }
 
     #[test]
