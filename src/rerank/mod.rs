@@ -25,6 +25,10 @@
 //!   per token, and the boundary rule compares the set's members with the rest on value per
 //!   token.
 //!
+//! The GP's hyperparameters can be judged by their evidence ([`evidence`]: the log
+//! marginal likelihood of the scores seen, its gradient, and a bounded type-II maximum
+//! likelihood fit).
+//!
 //! Oracles: [`Precomputed`] scores for evaluation, and (feature `http`) clients for TEI
 //! and Cohere-style rerank servers with a batching queue ([`http`]). [`eval`] is the
 //! seeded benchmark behind `ctxprune eval`.
@@ -33,6 +37,7 @@ mod acquire;
 mod config;
 mod estimate;
 pub mod eval;
+pub mod evidence;
 pub mod gp;
 #[cfg(feature = "http")]
 pub mod http;

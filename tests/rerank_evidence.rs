@@ -1,0 +1,499 @@
+//! The GP's evidence (issue 30) against a slow, direct evaluation: `Sigma` built entry by
+//! entry from the textbook kernels, its determinant by elimination with pivoting, the
+//! quadratic form by Gauss-Jordan (no Cholesky anywhere), on seeded problems of odd
+//! sizes; the gradient against central finite differences of that evaluation; the
+//! profiled scale and offset against the normal equations; the fit against a grid.
+
+use crate::slow;
+use ctxprune::rerank::evidence::{
+    evidence, fit, kernel_and_slope, Evidence, FitOptions, Hyper, Observed, BANDWIDTH, NOISE, OFFSET, SCALE,
+    SIGNAL,
+};
+use ctxprune::rng::Rng;
+use ctxprune::similarity::{Kernel, KernelKind};
+
+const FAMILIES: [KernelKind; 4] = [
+    KernelKind::Vmf,
+    KernelKind::Rbf,
+    KernelKind::Matern52,
+    KernelKind::Cosine,
+];
+
+/// The kernel at cosine `c`, written as the textbooks write it: vMF `exp(kappa (c - 1))`;
+/// on unit vectors `|x - y|² = 2 (1 - c)`, so RBF `exp(-|x - y|² / (2 l²))` and Matérn-5/2
+/// `(1 + sqrt5 r / l + 5 r² / (3 l²)) exp(-sqrt5 r / l)` with `r = |x - y|`.
+fn textbook(family: KernelKind, log_bw: f64, c: f64) -> f64 {
+    let bw = log_bw.exp();
+    let r2 = 2.0 * (1.0 - c);
+    match family {
+        KernelKind::Cosine => c,
+        KernelKind::Vmf => (bw * (c - 1.0)).exp(),
+        KernelKind::Rbf => (-r2 / (2.0 * bw)).exp(),
+        KernelKind::Matern52 => {
+            let s = (5.0 * r2 / bw).sqrt();
+            (1.0 + s + 5.0 * r2 / (3.0 * bw)) * (-s).exp()
+        }
+    }
+}
+
+/// A problem: `t` observations of unit vectors in `d` dimensions (cosines in f64), scores
+/// and prior means in [0, 1].
+struct Problem {
+    t: usize,
+    cos: Vec<f64>,
+    y: Vec<f64>,
+    mu0: Vec<f64>,
+}
+
+impl Problem {
+    fn new(rng: &mut Rng, t: usize, d: usize) -> Problem {
+        let x: Vec<Vec<f32>> = (0..t)
+            .map(|_| (0..d).map(|_| rng.normal() as f32).collect())
+            .collect();
+        let mut cos = vec![0.0; t * t];
+        for i in 0..t {
+            for j in 0..t {
+                cos[i * t + j] = if i == j { 1.0 } else { slow::cos(&x[i], &x[j]) };
+            }
+        }
+        // slow::cos is symmetric in its arguments up to rounding; make it exact.
+        for i in 0..t {
+            for j in 0..i {
+                cos[j * t + i] = cos[i * t + j];
+            }
+        }
+        Problem {
+            t,
+            cos,
+            y: (0..t).map(|_| rng.uniform()).collect(),
+            mu0: (0..t).map(|_| rng.uniform()).collect(),
+        }
+    }
+
+    fn obs(&self) -> Observed<'_> {
+        Observed {
+            cos: &self.cos,
+            y: &self.y,
+            mu0: &self.mu0,
+        }
+    }
+
+    /// `log p(y)` by the definition: Gaussian density of `y - scale mu0 - offset` under
+    /// `signal K + noise I`.
+    fn log_evidence(&self, family: KernelKind, h: &Hyper) -> f64 {
+        let t = self.t;
+        let sigma: Vec<Vec<f64>> = (0..t)
+            .map(|i| {
+                (0..t)
+                    .map(|j| {
+                        let c = if i == j { 1.0 } else { self.cos[i * t + j] };
+                        h.log_signal.exp() * textbook(family, h.log_bandwidth, c)
+                            + if i == j { h.log_noise.exp() } else { 0.0 }
+                    })
+                    .collect()
+            })
+            .collect();
+        let r: Vec<f64> = (0..t)
+            .map(|i| self.y[i] - h.scale * self.mu0[i] - h.offset)
+            .collect();
+        let w = slow::solve(&sigma, &r);
+        let quad: f64 = r.iter().zip(&w).map(|(a, b)| a * b).sum();
+        let det = slow::det(sigma);
+        assert!(det > 0.0, "Sigma not positive definite in the reference");
+        -0.5 * quad - 0.5 * det.ln() - 0.5 * t as f64 * (2.0 * std::f64::consts::PI).ln()
+    }
+}
+
+fn random_hyper(rng: &mut Rng) -> Hyper {
+    let span = |rng: &mut Rng, lo: f64, hi: f64| lo + (hi - lo) * rng.uniform();
+    Hyper {
+        log_bandwidth: span(rng, 0.5f64.ln(), 20f64.ln()),
+        log_signal: span(rng, 0.01f64.ln(), 1f64.ln()),
+        log_noise: span(rng, 1e-3f64.ln(), 0.1f64.ln()),
+        scale: span(rng, -0.5, 1.5),
+        offset: span(rng, -0.5, 0.5),
+    }
+}
+
+fn with(h: &Hyper, k: usize, v: f64) -> Hyper {
+    let mut h = *h;
+    match k {
+        BANDWIDTH => h.log_bandwidth = v,
+        SIGNAL => h.log_signal = v,
+        NOISE => h.log_noise = v,
+        SCALE => h.scale = v,
+        OFFSET => h.offset = v,
+        _ => unreachable!(),
+    }
+    h
+}
+
+fn get(h: &Hyper, k: usize) -> f64 {
+    [h.log_bandwidth, h.log_signal, h.log_noise, h.scale, h.offset][k]
+}
+
+#[test]
+fn kernel_values_and_slopes_match_the_textbook_forms() {
+    let mut rng = Rng::new(11);
+    for family in FAMILIES {
+        for _ in 0..200 {
+            let c = 2.0 * rng.uniform() - 1.0;
+            let lb = (0.1f64).ln() + rng.uniform() * (100f64).ln();
+            let (k, s) = kernel_and_slope(family, lb, c);
+            let want = textbook(family, lb, c);
+            assert!((k - want).abs() <= 1e-13, "{family:?} at c={c}: {k} vs {want}");
+            let h = 1e-6;
+            let fd = (textbook(family, lb + h, c) - textbook(family, lb - h, c)) / (2.0 * h);
+            assert!(
+                (s - fd).abs() <= 1e-7 * (1.0 + fd.abs()),
+                "{family:?} slope at c={c}: {s} vs {fd}"
+            );
+        }
+        // The diagonal: every kernel is 1 at c = 1 and flat in the bandwidth there.
+        assert_eq!(kernel_and_slope(family, 0.3, 1.0), (1.0, 0.0), "{family:?}");
+    }
+}
+
+#[test]
+fn evidence_equals_the_dense_definition_on_odd_sizes() {
+    let mut rng = Rng::new(0xe71de);
+    for family in FAMILIES {
+        for (t, d) in [(1, 3), (2, 5), (3, 7), (7, 5), (13, 9), (31, 11)] {
+            let p = Problem::new(&mut rng, t, d);
+            for _ in 0..3 {
+                let h = random_hyper(&mut rng);
+                let ours = evidence(family, &p.obs(), &h).unwrap();
+                let want = p.log_evidence(family, &h);
+                assert!(
+                    (ours.value - want).abs() <= 1e-9 * (1.0 + want.abs()),
+                    "{family:?} t={t}: {} vs {want}",
+                    ours.value
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn gradient_equals_central_differences_of_the_definition() {
+    let mut rng = Rng::new(0x9ad);
+    for family in FAMILIES {
+        for (t, d) in [(1, 3), (3, 5), (7, 7), (13, 5), (29, 9)] {
+            let p = Problem::new(&mut rng, t, d);
+            let h = random_hyper(&mut rng);
+            let Evidence { grad, .. } = evidence(family, &p.obs(), &h).unwrap();
+            for (k, &g) in grad.iter().enumerate() {
+                let step = 1e-5;
+                let x = get(&h, k);
+                let up = p.log_evidence(family, &with(&h, k, x + step));
+                let down = p.log_evidence(family, &with(&h, k, x - step));
+                let fd = (up - down) / (2.0 * step);
+                let tol = 1e-6 * (1.0 + fd.abs() + up.abs().max(down.abs()) * 1e-3);
+                assert!(
+                    (g - fd).abs() <= tol,
+                    "{family:?} t={t} d/d{k}: {g} vs {fd} (tol {tol:e})"
+                );
+            }
+            if family == KernelKind::Cosine {
+                assert_eq!(grad[BANDWIDTH], 0.0, "the cosine kernel has no bandwidth");
+            }
+        }
+    }
+}
+
+#[test]
+fn paper_point_is_the_standardised_gp_of_spec_3() {
+    // With scale 1, offset m, signal s² and noise 1e-4 s², the density of y in oracle units
+    // is the standardised GP's density of z = (y - mu0 - m) / s (unit kernel, jitter 1e-4)
+    // times the Jacobian s^-t.
+    let mut rng = Rng::new(5);
+    let p = Problem::new(&mut rng, 9, 7);
+    let kernel = Kernel::Vmf { kappa: 3.5 };
+    let h = Hyper::paper(kernel, &p.obs(), 1e-4).unwrap();
+    let t = p.t;
+    let r: Vec<f64> = (0..t).map(|i| p.y[i] - p.mu0[i]).collect();
+    let m = r.iter().sum::<f64>() / t as f64;
+    let s = (r.iter().map(|x| (x - m).powi(2)).sum::<f64>() / t as f64).sqrt();
+    assert_eq!(h.offset, m);
+    assert_eq!(h.scale, 1.0);
+    assert!((h.log_bandwidth - 3.5f64.ln()).abs() < 1e-7);
+    let z: Vec<f64> = r.iter().map(|x| (x - m) / s).collect();
+    let kz: Vec<Vec<f64>> = (0..t)
+        .map(|i| {
+            (0..t)
+                .map(|j| {
+                    let c = if i == j { 1.0 } else { p.cos[i * t + j] };
+                    textbook(KernelKind::Vmf, h.log_bandwidth, c) + if i == j { 1e-4 } else { 0.0 }
+                })
+                .collect()
+        })
+        .collect();
+    let w = slow::solve(&kz, &z);
+    let quad: f64 = z.iter().zip(&w).map(|(a, b)| a * b).sum();
+    let want = -0.5 * quad
+        - 0.5 * slow::det(kz).ln()
+        - 0.5 * t as f64 * (2.0 * std::f64::consts::PI).ln()
+        - t as f64 * s.ln();
+    let got = evidence(KernelKind::Vmf, &p.obs(), &h).unwrap().value;
+    assert!((got - want).abs() <= 1e-9 * (1.0 + want.abs()), "{got} vs {want}");
+    // One observation: std := 1, as the standardisation takes it.
+    let one = Observed {
+        cos: &[1.0],
+        y: &[1.0],
+        mu0: &[1.0],
+    };
+    let h1 = Hyper::paper(kernel, &one, 1e-4).unwrap();
+    assert_eq!((h1.log_signal, h1.offset), (0.0, 0.0));
+}
+
+/// The fit's scale and offset are the generalised least-squares solution (from the
+/// reference's own solve), and the evidence's gradient in them vanishes there.
+#[test]
+fn profiled_scale_and_offset_solve_the_normal_equations() {
+    let mut rng = Rng::new(77);
+    for (t, d) in [(5, 3), (11, 7), (23, 5)] {
+        let p = Problem::new(&mut rng, t, d);
+        let start = random_hyper(&mut rng);
+        let opts = FitOptions {
+            max_iter: 0,
+            scale: (-1e3, 1e3),
+            ..FitOptions::default()
+        };
+        let got = fit(KernelKind::Vmf, &p.obs(), &start, &opts).unwrap();
+        assert_eq!(got.iterations, 0);
+        let h = got.hyper;
+        let sigma: Vec<Vec<f64>> = (0..t)
+            .map(|i| {
+                (0..t)
+                    .map(|j| {
+                        let c = if i == j { 1.0 } else { p.cos[i * t + j] };
+                        h.log_signal.exp() * textbook(KernelKind::Vmf, h.log_bandwidth, c)
+                            + if i == j { h.log_noise.exp() } else { 0.0 }
+                    })
+                    .collect()
+            })
+            .collect();
+        let wp = slow::solve(&sigma, &p.mu0);
+        let w1 = slow::solve(&sigma, &vec![1.0; t]);
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        let g = vec![
+            vec![dot(&p.mu0, &wp), dot(&p.mu0, &w1)],
+            vec![dot(&w1, &p.mu0), dot(&w1, &vec![1.0; t])],
+        ];
+        let want = slow::solve(&g, &[dot(&wp, &p.y), dot(&w1, &p.y)]);
+        assert!(
+            (h.scale - want[0]).abs() <= 1e-8 * (1.0 + want[0].abs()),
+            "{} vs {}",
+            h.scale,
+            want[0]
+        );
+        assert!(
+            (h.offset - want[1]).abs() <= 1e-8 * (1.0 + want[1].abs()),
+            "{} vs {}",
+            h.offset,
+            want[1]
+        );
+        assert!(got.evidence.grad[SCALE].abs() <= 1e-8, "{:?}", got.evidence.grad);
+        assert!(got.evidence.grad[OFFSET].abs() <= 1e-8, "{:?}", got.evidence.grad);
+    }
+}
+
+#[test]
+fn fit_climbs_to_a_stationary_point_and_repeats_bit_for_bit() {
+    let mut rng = Rng::new(0xf17);
+    for family in [KernelKind::Vmf, KernelKind::Matern52, KernelKind::Rbf] {
+        for (t, d) in [(9, 5), (25, 7), (41, 11)] {
+            // Scores from a smooth function of the vectors plus noise, so the evidence has
+            // an interior optimum to find.
+            let mut p = Problem::new(&mut rng, t, d);
+            for i in 0..t {
+                let c0 = p.cos[i * t];
+                p.y[i] = 0.5 + 0.3 * c0 + 0.5 * p.mu0[i] + 0.05 * rng.normal();
+            }
+            let start = Hyper::paper(Kernel::Vmf { kappa: 2.0 }, &p.obs(), 1e-4).unwrap();
+            let opts = FitOptions {
+                max_iter: 200,
+                ..FitOptions::default()
+            };
+            let a = fit(family, &p.obs(), &start, &opts).unwrap();
+            let b = fit(family, &p.obs(), &start, &opts).unwrap();
+            assert_eq!(
+                format!("{:?}", a),
+                format!("{:?}", b),
+                "the fit repeats bit for bit"
+            );
+            let at_start = evidence(family, &p.obs(), &start).unwrap().value;
+            assert!(
+                a.evidence.value >= at_start,
+                "{family:?} t={t}: fell below the start"
+            );
+            // The evidence reported is the evidence at the point reported.
+            let again = evidence(family, &p.obs(), &a.hyper).unwrap();
+            assert_eq!(again, a.evidence);
+            let want = p.log_evidence(family, &a.hyper);
+            assert!((a.evidence.value - want).abs() <= 1e-9 * (1.0 + want.abs()));
+            // Stationary in every free coordinate of the box.
+            let opts_box = [opts.log_bandwidth, opts.log_signal, opts.log_noise];
+            for k in [BANDWIDTH, SIGNAL, NOISE] {
+                let x = get(&a.hyper, k);
+                let (lo, hi) = opts_box[k];
+                let g = a.evidence.grad[k];
+                let held = (x <= lo && g < 0.0) || (x >= hi && g > 0.0);
+                assert!(
+                    held || g.abs() <= 1e-4 * (1.0 + a.evidence.value.abs()),
+                    "{family:?} t={t}: d/d{k} = {g} at {x} after {} iterations",
+                    a.iterations
+                );
+            }
+        }
+    }
+}
+
+/// No point of a grid over the three log coordinates (scale and offset profiled at each)
+/// has more evidence than the fit started from the best of them.
+#[test]
+fn fit_from_the_best_grid_point_is_no_worse_than_the_grid() {
+    let mut rng = Rng::new(31);
+    let p = Problem::new(&mut rng, 15, 5);
+    let opts = FitOptions {
+        max_iter: 100,
+        ..FitOptions::default()
+    };
+    let probe = FitOptions { max_iter: 0, ..opts };
+    let base = Hyper::paper(Kernel::Vmf { kappa: 1.0 }, &p.obs(), 1e-4).unwrap();
+    let mut best: Option<(f64, Hyper)> = None;
+    for a in 0..9 {
+        for b in 0..9 {
+            for c in 0..9 {
+                let h = Hyper {
+                    log_bandwidth: -2.0 + 0.9 * f64::from(a),
+                    log_signal: -6.0 + 0.75 * f64::from(b),
+                    log_noise: -9.0 + 1.1 * f64::from(c),
+                    ..base
+                };
+                let e = fit(KernelKind::Vmf, &p.obs(), &h, &probe).unwrap();
+                let want = p.log_evidence(KernelKind::Vmf, &e.hyper);
+                assert!((e.evidence.value - want).abs() <= 1e-8 * (1.0 + want.abs()));
+                if best.is_none_or(|(v, _)| e.evidence.value > v) {
+                    best = Some((e.evidence.value, e.hyper));
+                }
+            }
+        }
+    }
+    let (v, h) = best.unwrap();
+    let got = fit(KernelKind::Vmf, &p.obs(), &h, &opts).unwrap();
+    assert!(got.evidence.value >= v, "{} < grid best {v}", got.evidence.value);
+}
+
+#[test]
+fn bad_inputs_are_errors_naming_them() {
+    let cos = [1.0, 0.5, 0.5, 1.0];
+    let h = Hyper {
+        log_bandwidth: 0.0,
+        log_signal: 0.0,
+        log_noise: -4.0,
+        scale: 1.0,
+        offset: 0.0,
+    };
+    let ok = Observed {
+        cos: &cos,
+        y: &[0.5, 0.2],
+        mu0: &[1.0, 0.0],
+    };
+    let cases: Vec<(Observed, Hyper, &str)> = vec![
+        (
+            Observed {
+                y: &[],
+                mu0: &[],
+                cos: &[],
+            },
+            h,
+            "observations",
+        ),
+        (Observed { mu0: &[1.0], ..ok }, h, "mu0"),
+        (Observed { cos: &cos[..3], ..ok }, h, "cos"),
+        (
+            Observed {
+                y: &[0.5, f64::NAN],
+                ..ok
+            },
+            h,
+            "y",
+        ),
+        (
+            Observed {
+                cos: &[1.0, 0.5, 0.4, 1.0],
+                ..ok
+            },
+            h,
+            "cos",
+        ),
+        (
+            ok,
+            Hyper {
+                log_noise: f64::INFINITY,
+                ..h
+            },
+            "log_noise",
+        ),
+        (
+            ok,
+            Hyper {
+                offset: f64::NAN,
+                ..h
+            },
+            "offset",
+        ),
+    ];
+    for (obs, h, name) in cases {
+        let e = evidence(KernelKind::Vmf, &obs, &h).unwrap_err().to_string();
+        assert!(e.contains(name), "{name}: {e}");
+        assert!(!e.contains('\n'), "{e}");
+        let e = fit(KernelKind::Vmf, &obs, &h, &FitOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(name), "{name}: {e}");
+    }
+    for (opts, name) in [
+        (
+            FitOptions {
+                log_noise: (1.0, 0.0),
+                ..FitOptions::default()
+            },
+            "log_noise",
+        ),
+        (
+            FitOptions {
+                scale: (0.0, f64::INFINITY),
+                ..FitOptions::default()
+            },
+            "scale",
+        ),
+        (
+            FitOptions {
+                gtol: f64::NAN,
+                ..FitOptions::default()
+            },
+            "gtol",
+        ),
+    ] {
+        let e = fit(KernelKind::Vmf, &ok, &h, &opts).unwrap_err().to_string();
+        assert!(e.contains(name), "{name}: {e}");
+    }
+    let e = Hyper::paper(Kernel::Vmf { kappa: 1.0 }, &ok, 0.0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("jitter"), "{e}");
+    // Identical observations with no noise do not factor: an error, not a panic.
+    let same = Observed {
+        cos: &[1.0, 1.0, 1.0, 1.0],
+        y: &[0.5, 0.5],
+        mu0: &[0.0, 0.0],
+    };
+    let tiny = Hyper {
+        log_noise: -800.0,
+        ..h
+    };
+    let e = evidence(KernelKind::Vmf, &same, &tiny).unwrap_err().to_string();
+    assert!(e.contains("hyperparameters"), "{e}");
+}
