@@ -14,9 +14,9 @@ use ctxprune::{Engine, Pool};
 /// A seeded pool on the CPU engine with its query, vMF kernel (median heuristic) and
 /// oracle scores.
 pub(crate) struct P {
-    pool: Pool,
-    q: Vec<f32>,
-    kernel: Kernel,
+    pub(crate) pool: Pool,
+    pub(crate) q: Vec<f32>,
+    pub(crate) kernel: Kernel,
 }
 
 impl P {

@@ -4,10 +4,16 @@
 //! sizes; the gradient against central finite differences of that evaluation; the
 //! profiled scale and offset against the normal equations; the fit against a grid.
 
+use crate::rerank::{bp, full_refit, pool, rerank, P};
 use crate::slow;
+use ctxprune::backend::cpu::gp::CpuStore;
 use ctxprune::rerank::evidence::{
     evidence, fit, kernel_and_slope, Evidence, FitOptions, Hyper, Observed, BANDWIDTH, NOISE, OFFSET, SCALE,
     SIGNAL,
+};
+use ctxprune::rerank::gp::{Fitted, Gp, KernelRows, PoolKernel};
+use ctxprune::rerank::{
+    kernel_rows, Hyperparameters, Method, Precomputed, Prior, RerankConfig, RerankOptions,
 };
 use ctxprune::rng::Rng;
 use ctxprune::similarity::{Kernel, KernelKind};
@@ -332,13 +338,17 @@ fn fit_climbs_to_a_stationary_point_and_repeats_bit_for_bit() {
             assert_eq!(again, a.evidence);
             let want = p.log_evidence(family, &a.hyper);
             assert!((a.evidence.value - want).abs() <= 1e-9 * (1.0 + want.abs()));
-            // Stationary in every free coordinate of the box.
-            let opts_box = [opts.log_bandwidth, opts.log_signal, opts.log_noise];
-            for k in [BANDWIDTH, SIGNAL, NOISE] {
-                let x = get(&a.hyper, k);
+            // Stationary in every free coordinate of the box: ln bandwidth, ln signal and
+            // ln (noise / signal), where ln noise = ln signal + ln ratio.
+            let opts_box = [opts.log_bandwidth, opts.log_signal, opts.log_noise_ratio];
+            let h = a.hyper;
+            let coords = [h.log_bandwidth, h.log_signal, h.log_noise - h.log_signal];
+            let gr = a.evidence.grad;
+            let grads = [gr[BANDWIDTH], gr[SIGNAL] + gr[NOISE], gr[NOISE]];
+            for k in 0..3 {
+                let (x, g) = (coords[k], grads[k]);
                 let (lo, hi) = opts_box[k];
-                let g = a.evidence.grad[k];
-                let held = (x <= lo && g < 0.0) || (x >= hi && g > 0.0);
+                let held = (x <= lo + 1e-12 && g < 0.0) || (x >= hi - 1e-12 && g > 0.0);
                 assert!(
                     held || g.abs() <= 1e-4 * (1.0 + a.evidence.value.abs()),
                     "{family:?} t={t}: d/d{k} = {g} at {x} after {} iterations",
@@ -457,10 +467,10 @@ fn bad_inputs_are_errors_naming_them() {
     for (opts, name) in [
         (
             FitOptions {
-                log_noise: (1.0, 0.0),
+                log_noise_ratio: (1.0, 0.0),
                 ..FitOptions::default()
             },
-            "log_noise",
+            "log_noise_ratio",
         ),
         (
             FitOptions {
@@ -495,5 +505,317 @@ fn bad_inputs_are_errors_naming_them() {
         ..h
     };
     let e = evidence(KernelKind::Vmf, &same, &tiny).unwrap_err().to_string();
+    assert!(e.contains("hyperparameters"), "{e}");
+}
+
+/// The posterior of the evidence's model from scratch: `scale mu0 + offset + k' (K_AA +
+/// rho I)^{-1} (y - scale mu0 - offset)` and `signal (1 - k' (K_AA + rho I)^{-1} k)`, by
+/// elimination, with `rho = noise / signal` (the GP's jitter).
+fn dense_fitted(
+    k: &PoolKernel<'_>,
+    mu0: &[f64],
+    obs: &[(Option<usize>, f64, f64)],
+    h: &Hyper,
+) -> (Vec<f64>, Vec<f64>) {
+    let n = k.len();
+    let mut qrow = vec![0.0; n];
+    k.query_row(&mut qrow);
+    let kv = |a: Option<usize>, b: Option<usize>| match (a, b) {
+        (None, None) => 1.0,
+        (Some(i), Some(j)) => k.get(i, j),
+        (Some(i), None) | (None, Some(i)) => qrow[i],
+    };
+    let rho = (h.log_noise - h.log_signal).exp();
+    let t = obs.len();
+    let kaa: Vec<Vec<f64>> = (0..t)
+        .map(|a| {
+            (0..t)
+                .map(|b| kv(obs[a].0, obs[b].0) + if a == b { rho } else { 0.0 })
+                .collect()
+        })
+        .collect();
+    let r: Vec<f64> = obs.iter().map(|o| o.1 - h.scale * o.2 - h.offset).collect();
+    let w = slow::solve(&kaa, &r);
+    let signal = h.log_signal.exp();
+    let (mut mean, mut var) = (vec![0.0; n], vec![0.0; n]);
+    for i in 0..n {
+        let ki: Vec<f64> = obs.iter().map(|o| kv(o.0, Some(i))).collect();
+        let u = slow::solve(&kaa, &ki);
+        mean[i] = h.scale * mu0[i] + h.offset + ki.iter().zip(&w).map(|(a, b)| a * b).sum::<f64>();
+        var[i] = signal * (1.0 - ki.iter().zip(&u).map(|(a, b)| a * b).sum::<f64>()).max(0.0);
+    }
+    (mean, var)
+}
+
+#[test]
+fn fitted_gp_equals_the_dense_posterior_of_its_hyperparameters() {
+    for &(n, d, seed) in &[(41usize, 7usize, 4u64), (29, 11, 5)] {
+        let (p, scores) = pool(n, d, seed);
+        let k = p.rows();
+        let mu0: Vec<f64> = (0..n).map(|i| (n - 1 - i) as f64 / (n - 1) as f64).collect();
+        let mut rng = Rng::new(seed);
+        let h = Hyper {
+            log_bandwidth: 0.0,
+            log_signal: (0.04f64).ln(),
+            log_noise: (0.002f64).ln(),
+            scale: 0.37,
+            offset: 0.21,
+        };
+        let rho = (h.log_noise - h.log_signal).exp();
+        let store = Box::new(CpuStore::new(&k, mu0.clone()));
+        let mut gp = Gp::with_jitter(&k, store, mu0.clone(), 1.0, rho).unwrap();
+        gp.set_fitted(Some(h.fitted())).unwrap();
+        assert_eq!(gp.jitter(), Some(rho));
+        let mut obs = vec![(None, 1.0, 1.0)];
+        let (mut mean, mut var) = (vec![0.0; n], vec![0.0; n]);
+        for step in 0..11 {
+            let j = rng.below(n);
+            gp.observe(j, scores[j]).unwrap();
+            obs.push((Some(j), scores[j], mu0[j]));
+            gp.posterior(&mut mean, &mut var).unwrap();
+            let (m2, v2) = dense_fitted(&k, &mu0, &obs, &h);
+            // V is stored in f32 (documented): 1e-5 against the f64 refit.
+            crate::assert_close(&format!("mean n={n} step {step}"), &mean, &m2, 1e-5);
+            crate::assert_close(&format!("var n={n} step {step}"), &var, &v2, 1e-5);
+        }
+        // Back to the standardisation: the paper's read-out again.
+        gp.set_fitted(None).unwrap();
+        assert!(gp
+            .set_fitted(Some(Fitted {
+                signal: 0.0,
+                ..h.fitted()
+            }))
+            .is_err());
+        assert!(gp
+            .set_fitted(Some(Fitted {
+                offset: f64::NAN,
+                ..h.fitted()
+            }))
+            .is_err());
+    }
+}
+
+#[test]
+fn pool_cosines_are_what_the_kernel_rows_apply_the_kernel_to() {
+    let (p, _) = pool(33, 9, 8);
+    let k = p.rows();
+    let n = k.len();
+    let mut qrow = vec![0.0; n];
+    k.query_row(&mut qrow);
+    let e = p.pool.embeddings();
+    for (i, &kq) in qrow.iter().enumerate() {
+        for j in [0, 5, 17, 32] {
+            let c = k.cosine(Some(i), Some(j));
+            assert_eq!(c, k.cosine(Some(j), Some(i)), "symmetric");
+            assert_eq!(f64::from(p.kernel.apply(c as f32)), k.get(i, j), "K({i}, {j})");
+            if i != j {
+                assert!((c - slow::cos(e.row(i), e.row(j))).abs() < 1e-6);
+            }
+        }
+        let c = k.cosine(None, Some(i));
+        assert_eq!(f64::from(p.kernel.apply(c as f32)), kq, "K(query, {i})");
+        assert!((c - slow::cos(e.row(i), &p.q)).abs() < 1e-6);
+    }
+    assert_eq!(k.cosine(None, None), 1.0);
+}
+
+/// What BoundaryMORPH with `hyperparameters = evidence` must do, from scratch: the paper's
+/// dense posterior until the first fit; at 5 calls and whenever the calls have doubled, a
+/// fit of the evidence over the query and the calls (warm-started), then the dense
+/// posterior of the fitted model on the fitted kernel; the boundary rule at every step.
+fn evidence_replay(
+    p: &P,
+    scores: &[f64],
+    budget: usize,
+    cap: usize,
+    prior: Prior,
+) -> (Vec<usize>, Option<Hyper>) {
+    let n = scores.len();
+    let mips = prior == Prior::Mips;
+    let mu0: Vec<f64> = (0..n)
+        .map(|i| {
+            if mips {
+                (n - 1 - i) as f64 / (n - 1) as f64
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mu0_q = if mips { 1.0 } else { 0.0 };
+    let mut kernel = p.kernel;
+    let mut fitted: Option<Hyper> = None;
+    let mut next = 5;
+    let mut y = vec![None; n];
+    let mut calls: Vec<usize> = vec![];
+    while calls.len() < budget {
+        let k = kernel_rows(&p.pool, &p.q, kernel).unwrap();
+        let obs: Vec<(Option<usize>, f64, f64)> = std::iter::once((None, 1.0, mu0_q))
+            .chain(calls.iter().map(|&j| (Some(j), scores[j], mu0[j])))
+            .collect();
+        let (mut m, mut v) = match &fitted {
+            None => {
+                let r: Vec<(Option<usize>, f64)> = obs.iter().map(|o| (o.0, o.1 - o.2)).collect();
+                full_refit(&k, &mu0, &r, 1e-4)
+            }
+            Some(h) => dense_fitted(&k, &mu0, &obs, h),
+        };
+        for i in 0..n {
+            if let Some(s) = y[i] {
+                m[i] = s;
+                v[i] = 0.0;
+            }
+        }
+        let Some(j) = bp(&m, &v, &y, cap) else {
+            break;
+        };
+        calls.push(j);
+        y[j] = Some(scores[j]);
+        if calls.len() >= next && calls.len() < budget {
+            let k = kernel_rows(&p.pool, &p.q, kernel).unwrap();
+            let idx: Vec<Option<usize>> = std::iter::once(None)
+                .chain(calls.iter().map(|&j| Some(j)))
+                .collect();
+            let t = idx.len();
+            let cos: Vec<f64> = (0..t * t).map(|c| k.cosine(idx[c / t], idx[c % t])).collect();
+            let yy: Vec<f64> = idx.iter().map(|i| i.map_or(1.0, |j| scores[j])).collect();
+            let pp: Vec<f64> = idx.iter().map(|i| i.map_or(mu0_q, |j| mu0[j])).collect();
+            let o = Observed {
+                cos: &cos,
+                y: &yy,
+                mu0: &pp,
+            };
+            let start = fitted.unwrap_or_else(|| Hyper::paper(kernel, &o, 1e-4).unwrap());
+            let f = fit(KernelKind::Vmf, &o, &start, &FitOptions::default()).unwrap();
+            kernel = Kernel::Vmf {
+                kappa: f.hyper.log_bandwidth.exp() as f32,
+            };
+            fitted = Some(f.hyper);
+            next = 2 * calls.len();
+        }
+    }
+    (calls, fitted)
+}
+
+#[test]
+fn boundary_morph_by_the_evidence_follows_a_dense_replay_call_for_call() {
+    for (n, d, seed, budget, prior) in [
+        (48usize, 7usize, 21u64, 23usize, Prior::Mips),
+        (37, 5, 22, 12, Prior::Zero),
+        (40, 9, 23, 4, Prior::Mips),
+    ] {
+        let (p, noise) = pool(n, d, seed);
+        // Scores that are a smooth function of the rows (a bump around row n/2) and of the
+        // MIPS rank, so the evidence has a kernel and a prior to find. (On scores with no
+        // structure the fit flattens the posterior, and a dense replay can only follow the
+        // run up to the first of its many exact ties.)
+        let e = p.pool.embeddings();
+        let centre = e.row(n / 2).to_vec();
+        let scores: Vec<f64> = (0..n)
+            .map(|j| {
+                let bump = (4.0 * (slow::cos(e.row(j), &centre) - 1.0)).exp();
+                let rank = (n - 1 - j) as f64 / (n - 1) as f64;
+                (0.1 + 0.6 * bump + 0.2 * rank + 0.05 * noise[j]).clamp(0.0, 1.0)
+            })
+            .collect();
+        let cap = 5;
+        let mut cfg = RerankConfig::new(Method::BoundaryMorph, budget, cap);
+        cfg.prior = prior;
+        cfg.hyperparameters = Hyperparameters::Evidence;
+        let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+        let got = rerank(&cfg, &p, &mut o).unwrap();
+        let (calls, fitted) = evidence_replay(&p, &scores, budget, cap, prior);
+        assert_eq!(got.scored, calls, "n={n} prior {prior:?}");
+        assert_eq!(got.hyperparameters, fitted, "n={n}");
+        // Fits at 5, 10 and 20 calls (before the budget ends); none below 5.
+        assert_eq!(got.hyperparameters.is_some(), budget > 5, "n={n}");
+        if let Some(h) = got.hyperparameters {
+            assert_eq!(
+                got.kernel,
+                Kernel::Vmf {
+                    kappa: h.log_bandwidth.exp() as f32
+                }
+            );
+            let json = got.to_json(Method::BoundaryMorph, 0.0, 0.0);
+            assert_eq!(json["hyperparameters"]["scale"], h.scale);
+            assert_eq!(json["hyperparameters"]["signal"], h.log_signal.exp());
+        } else {
+            // Before the first fit the run is the paper's, call for call.
+            let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+            let paper = rerank(
+                &RerankConfig {
+                    prior,
+                    ..RerankConfig::new(Method::BoundaryMorph, budget, cap)
+                },
+                &p,
+                &mut o,
+            )
+            .unwrap();
+            assert_eq!(got.scored, paper.scored);
+            assert_eq!(got.selected, paper.selected);
+        }
+    }
+}
+
+/// On scores with no structure the run is still the same on every repeat.
+#[test]
+fn boundary_morph_by_the_evidence_repeats_on_unstructured_scores() {
+    let (p, scores) = pool(48, 7, 21);
+    let mut cfg = RerankConfig::new(Method::BoundaryMorph, 23, 5);
+    cfg.hyperparameters = Hyperparameters::Evidence;
+    let run = || rerank(&cfg, &p, &mut Precomputed::new(scores.clone(), 23).unwrap()).unwrap();
+    let (a, b) = (run(), run());
+    assert_eq!(
+        (a.scored, a.selected, a.hyperparameters),
+        (b.scored, b.selected, b.hyperparameters)
+    );
+}
+
+#[test]
+fn evidence_options_are_checked_by_name() {
+    let cfg = |m: &str, prior: Option<&str>, h: &str| {
+        RerankOptions {
+            prior,
+            hyperparameters: Some(h),
+            ..RerankOptions::new(m, 10, 3)
+        }
+        .config()
+    };
+    assert_eq!(
+        cfg("boundary-morph", None, "evidence").unwrap().hyperparameters,
+        Hyperparameters::Evidence
+    );
+    assert_eq!(
+        cfg("boundary-morph", Some("zero"), "paper")
+            .unwrap()
+            .hyperparameters,
+        Hyperparameters::Paper
+    );
+    for (m, prior, h, want) in [
+        (
+            "boundary-morph",
+            None,
+            "ml",
+            "unknown hyperparameters 'ml' (paper, evidence)",
+        ),
+        ("bagel", None, "evidence", "does not apply to bagel"),
+        ("rgs", None, "paper", "does not apply to rgs"),
+        (
+            "boundary-morph",
+            Some("adaptive"),
+            "evidence",
+            "use it with the mips or zero prior",
+        ),
+    ] {
+        let e = cfg(m, prior, h).unwrap_err().to_string();
+        assert!(e.starts_with("invalid hyperparameters: "), "{e}");
+        assert!(e.contains(want), "{e}");
+    }
+    // The configuration, built by hand, is checked again by the reranker.
+    let engine = ctxprune::Engine::cpu();
+    let mut c = RerankConfig::new(Method::Bagel, 10, 3);
+    c.hyperparameters = Hyperparameters::Evidence;
+    let e = ctxprune::rerank::Reranker::new(&engine, c)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("hyperparameters"), "{e}");
 }

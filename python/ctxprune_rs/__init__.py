@@ -364,7 +364,11 @@ class Reranker:
     call, boundary-morph and bagel); `token_capacity` (then `rerank` needs `tokens`);
     `prior_probes` with the adaptive prior; `row_precision` ("f32", the default and the
     paper's computation, "bf16" or "f16": kernel rows read from a half-precision copy of
-    the pool, half the bytes; every method but single-stage)."""
+    the pool, half the bytes; every method but single-stage); `hyperparameters` ("paper",
+    the default, or "evidence": the GP's kernel bandwidth, signal and noise variances and
+    the prior's scale and offset fitted by type-II maximum likelihood of the scores seen,
+    after 5 calls and whenever the calls have doubled; boundary-morph with the mips or zero
+    prior)."""
 
     def __init__(
         self,
@@ -384,6 +388,7 @@ class Reranker:
         token_capacity: Optional[int] = None,
         prior_probes: Optional[int] = None,
         row_precision: Optional[str] = None,
+        hyperparameters: Optional[str] = None,
         engine: Optional[Engine] = None,
     ):
         self.engine = _engine(engine)
@@ -393,11 +398,13 @@ class Reranker:
             seed_div=seed_div, frac=frac, batch=_count(batch, "batch"),
             token_capacity=_count(token_capacity, "token_capacity"),
             prior_probes=_count(prior_probes, "prior_probes"), row_precision=row_precision,
+            hyperparameters=hyperparameters,
         )
         self._args = dict(
             budget=budget, capacity=capacity, method=method, kernel=kernel, kappa=kappa, prior=prior,
             acquisition=acquisition, beta0=beta0, graph_degree=graph_degree, seed_div=seed_div, frac=frac,
             batch=batch, token_capacity=token_capacity, prior_probes=prior_probes, row_precision=row_precision,
+            hyperparameters=hyperparameters,
         )
 
     def __reduce__(self):

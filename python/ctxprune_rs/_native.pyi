@@ -1,7 +1,7 @@
 # Type stubs of the extension module (python/src/). The public API is ctxprune_rs/__init__.py,
 # which wraps these with argument checks and docs.
 from os import PathLike
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union, final
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, final
 
 from typing_extensions import Self
 
@@ -133,6 +133,8 @@ class Reranked:
     def prior_alpha(self) -> Optional[float]: ...
     @property
     def tokens(self) -> Optional[int]: ...
+    @property
+    def hyperparameters(self) -> Optional[Dict[str, float]]: ...
     def __len__(self) -> int: ...
 
 @final
@@ -156,6 +158,7 @@ class Reranker:
         token_capacity: Optional[int] = None,
         prior_probes: Optional[int] = None,
         row_precision: Optional[str] = None,
+        hyperparameters: Optional[str] = None,
     ) -> Self: ...
     def rerank(
         self,

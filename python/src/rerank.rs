@@ -79,7 +79,8 @@ impl Reranker {
     #[new]
     #[pyo3(signature = (engine, budget, capacity, method = "boundary-morph", *, kernel = None, kappa = None,
         prior = None, acquisition = None, beta0 = None, graph_degree = None, seed_div = None, frac = None,
-        batch = None, token_capacity = None, prior_probes = None, row_precision = None))]
+        batch = None, token_capacity = None, prior_probes = None, row_precision = None,
+        hyperparameters = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -99,6 +100,7 @@ impl Reranker {
         token_capacity: Option<u64>,
         prior_probes: Option<usize>,
         row_precision: Option<&str>,
+        hyperparameters: Option<&str>,
     ) -> PyResult<Self> {
         let opts = RerankOptions {
             kernel,
@@ -113,6 +115,7 @@ impl Reranker {
             token_capacity,
             prior_probes,
             row_precision,
+            hyperparameters,
             ..RerankOptions::new(method, budget, capacity)
         };
         let cfg = opts.config().py(py)?;
@@ -269,7 +272,26 @@ impl Reranked {
         self.r.tokens
     }
 
-    /// vMF's concentration when the GP used vMF, else None.
+    /// The hyperparameters the evidence fitted last (`hyperparameters="evidence"`):
+    /// `log_bandwidth` (ln kappa, or ln l²), `signal`, `noise`, `scale`, `offset`; None with
+    /// the paper's, or when the budget ended before the first fit.
+    #[getter]
+    fn hyperparameters(&self) -> Option<std::collections::BTreeMap<&'static str, f64>> {
+        self.r.hyperparameters.map(|h| {
+            [
+                ("log_bandwidth", h.log_bandwidth),
+                ("signal", h.log_signal.exp()),
+                ("noise", h.log_noise.exp()),
+                ("scale", h.scale),
+                ("offset", h.offset),
+            ]
+            .into_iter()
+            .collect()
+        })
+    }
+
+    /// vMF's concentration when the GP used vMF (the last fitted with
+    /// `hyperparameters="evidence"`), else None.
     #[getter]
     fn kappa(&self) -> Option<f32> {
         match self.r.kernel {

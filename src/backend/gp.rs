@@ -340,12 +340,7 @@ impl<'a> PoolKernel<'a> {
             let mut buf = [0.0f32; ROW_BLOCK];
             let b = &mut buf[..o.len()];
             for (t, v) in b.iter_mut().enumerate() {
-                let r = base + t;
-                let x = match half {
-                    None => super::cpu::dot_mixed(e.row(r), y),
-                    Some(h) => h.dot(r, d, y),
-                };
-                *v = (x * (inv[r] * yinv)) as f32;
+                *v = cos_of(e, half, inv, d, base + t, y, yinv);
             }
             k.apply_slice(b);
             o.iter_mut().zip(b.iter()).for_each(|(x, &v)| *x = f64::from(v));
@@ -354,6 +349,48 @@ impl<'a> PoolKernel<'a> {
             out[j] = f64::from(k.apply(1.0));
         }
     }
+
+    /// The cosine between two observations (`None`: the query) as the kernel sees it:
+    /// accumulated in f64 and rounded once to f32 (1 between an observation and itself).
+    /// What the GP's evidence ([`crate::rerank::evidence`]) is taken over.
+    #[must_use]
+    pub fn cosine(&self, a: Option<usize>, b: Option<usize>) -> f64 {
+        let e = self.rows.e;
+        let inv = self.half.as_ref().map_or(self.rows.inv, |h| &h.inv[..]);
+        let c = match (a, b) {
+            _ if a == b => 1.0,
+            (Some(i), Some(j)) => {
+                let (y, yinv) = self.widened(j);
+                cos_of(e, self.half.as_ref(), inv, e.dim(), i, &y, yinv)
+            }
+            (Some(i), None) | (None, Some(i)) => {
+                let y: Vec<f64> = self.query.iter().map(|&v| f64::from(v)).collect();
+                let qinv = 1.0 / super::cpu::dot(&self.query, &self.query).sqrt();
+                cos_of(e, self.half.as_ref(), inv, e.dim(), i, &y, qinv)
+            }
+            (None, None) => 1.0,
+        };
+        f64::from(c)
+    }
+}
+
+/// The cosine of pool row `r` with `y` (widened to f64, inverse norm `yinv`), as one entry
+/// of a kernel row computes it: the dot product in f64 (from the half-precision copy when
+/// there is one), scaled, rounded once to f32.
+fn cos_of(
+    e: &crate::embeddings::Embeddings,
+    half: Option<&HalfRows>,
+    inv: &[f64],
+    d: usize,
+    r: usize,
+    y: &[f64],
+    yinv: f64,
+) -> f32 {
+    let x = match half {
+        None => super::cpu::dot_mixed(e.row(r), y),
+        Some(h) => h.dot(r, d, y),
+    };
+    (x * (inv[r] * yinv)) as f32
 }
 
 impl KernelRows for PoolKernel<'_> {

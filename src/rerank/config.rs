@@ -78,6 +78,49 @@ pub enum Prior {
 /// The adaptive prior's ridge toward `alpha = 1` ([`super::gp::Gp::set_adaptive`]).
 pub const ADAPTIVE_RIDGE: f64 = 1.0;
 
+/// How the GP's hyperparameters (kernel bandwidth, signal and noise variances, the prior's
+/// scale and offset) are set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hyperparameters {
+    /// The paper's heuristics (SPEC §3): the kernel as chosen, the residuals standardised
+    /// after every call, jitter 1e-4, the prior at full scale.
+    Paper,
+    /// By the evidence ([`super::evidence`]): type-II maximum likelihood over the scores
+    /// seen, warm-started, refitted after [`EVIDENCE_FIRST`] calls and then each time the
+    /// calls have doubled; the GP is rebuilt with the fitted kernel and noise (the paper's
+    /// until the first fit).
+    Evidence,
+}
+
+impl Hyperparameters {
+    /// The name options use.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Hyperparameters::Paper => "paper",
+            Hyperparameters::Evidence => "evidence",
+        }
+    }
+}
+
+impl std::str::FromStr for Hyperparameters {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "paper" => Ok(Hyperparameters::Paper),
+            "evidence" => Ok(Hyperparameters::Evidence),
+            _ => Err(Error::invalid(
+                "hyperparameters",
+                format!("unknown hyperparameters '{s}' (paper, evidence)"),
+            )),
+        }
+    }
+}
+
+/// Calls before the evidence's first fit ([`Hyperparameters::Evidence`]); later fits come
+/// each time the calls have doubled since the last.
+pub const EVIDENCE_FIRST: usize = 5;
+
 /// How the next call is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Acquisition {
@@ -138,6 +181,8 @@ pub struct RerankConfig {
     /// (half the bytes per row; the GP's arithmetic stays f64; on a GPU engine the GP and
     /// RGS's kernel rows then run on the CPU, beside the copy).
     pub row_precision: RowPrecision,
+    /// How the GP's hyperparameters are set (boundary-morph). By default the paper's.
+    pub hyperparameters: Hyperparameters,
 }
 
 impl RerankConfig {
@@ -160,6 +205,7 @@ impl RerankConfig {
             prior_probes: 0,
             kernel: KernelChoice::Median(KernelKind::Vmf),
             row_precision: RowPrecision::F32,
+            hyperparameters: Hyperparameters::Paper,
         }
     }
 }

@@ -17,7 +17,10 @@
 //!   holds the search where the oracle says little is.
 
 use super::metrics::{ncg, ncg_tokens};
-use super::{Acquisition, KernelChoice, Method, Precomputed, Prior, RerankConfig, Reranker, RowPrecision};
+use super::{
+    Acquisition, Hyperparameters, KernelChoice, Method, Precomputed, Prior, RerankConfig, Reranker,
+    RowPrecision,
+};
 use crate::backend::Engine;
 use crate::embeddings::Embeddings;
 use crate::error::{Error, Result};
@@ -187,6 +190,7 @@ pub struct Variant {
     batch: usize,
     /// Probes for the adaptive prior, as a share of the budget (`B / probes_div`; 0: none).
     probes_div: usize,
+    hyperparameters: Hyperparameters,
 }
 
 /// BAGEL's `beta0` sweep (SPEC §3); the table keeps the best per cell.
@@ -203,6 +207,7 @@ pub fn variants() -> Vec<Variant> {
         beta0,
         batch: 1,
         probes_div: 0,
+        hyperparameters: Hyperparameters::Paper,
     };
     let mut out = vec![
         v(
@@ -262,6 +267,14 @@ pub fn variants() -> Vec<Variant> {
     );
     probed.probes_div = 10;
     out.push(probed);
+    for (prior, name) in [
+        (Prior::Mips, "bm(evidence)"),
+        (Prior::Zero, "bm(evidence,no-prior)"),
+    ] {
+        let mut e = v(name, Method::BoundaryMorph, prior, Acquisition::Boundary, 1.0);
+        e.hyperparameters = Hyperparameters::Evidence;
+        out.push(e);
+    }
     for (q, name) in [(4, "bm(q=4)"), (8, "bm(q=8)"), (16, "bm(q=16)")] {
         let mut b = v(
             name,
@@ -504,6 +517,7 @@ pub fn run_spec_in(
                         cfg.beta0 = v.beta0;
                         cfg.batch = v.batch;
                         cfg.prior_probes = b.checked_div(v.probes_div).unwrap_or(0);
+                        cfg.hyperparameters = v.hyperparameters;
                         cfg.token_capacity = token_capacity;
                         cfg.kernel = KernelChoice::Fixed(prob.kernel);
                         if v.method != Method::SingleStage {

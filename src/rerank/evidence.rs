@@ -27,10 +27,11 @@
 //! that of the function evaluated (the pool's kernel rows use a vectorised f32 `exp`
 //! within 2e-7 of it).
 //!
-//! [`fit`] maximises the evidence over `theta` in a box, with `scale` and `offset` profiled
-//! out by generalised least squares at every evaluation (their optimum given `theta` is
-//! closed form, so the search is three-dimensional, and by the envelope theorem the
-//! profiled gradient is the partial one). It is projected BFGS with a backtracking line
+//! [`fit`] maximises the evidence over the log bandwidth, `ln signal` and `ln (noise /
+//! signal)` (the GP's jitter, kept at or above the paper's 1e-4) in a box, with `scale`
+//! and `offset` profiled out by generalised least squares at every evaluation (their
+//! optimum given the rest is closed form, so the search is three-dimensional, and by the
+//! envelope theorem the profiled gradient is the partial one). It is projected BFGS with a backtracking line
 //! search, bounded in iterations, warm-started from any point, deterministic: the same
 //! input gives the same bits.
 
@@ -171,7 +172,30 @@ pub fn log_bandwidth_of(kernel: Kernel) -> (KernelKind, f64) {
     }
 }
 
+/// The kernel of `family` at a log bandwidth (the inverse of [`log_bandwidth_of`], the
+/// bandwidth rounded to f32 as kernels hold it).
+#[must_use]
+pub fn kernel_of(family: KernelKind, log_bandwidth: f64) -> Kernel {
+    let b = log_bandwidth.exp() as f32;
+    match family {
+        KernelKind::Cosine => Kernel::Cosine,
+        KernelKind::Vmf => Kernel::Vmf { kappa: b },
+        KernelKind::Rbf => Kernel::Rbf { l2: b },
+        KernelKind::Matern52 => Kernel::Matern52 { l2: b },
+    }
+}
+
 impl Hyper {
+    /// The read-out of these hyperparameters for the incremental GP.
+    #[must_use]
+    pub fn fitted(&self) -> super::gp::Fitted {
+        super::gp::Fitted {
+            scale: self.scale,
+            offset: self.offset,
+            signal: self.log_signal.exp(),
+        }
+    }
+
     /// The paper's GP (SPEC §3) in this family: the kernel's own bandwidth, `scale = 1`,
     /// `offset` the mean residual `y - mu0`, `signal` the residuals' population variance
     /// (1 when it is <= 1e-24 or there is one observation, as the standardisation takes
@@ -357,8 +381,10 @@ pub struct FitOptions {
     pub log_bandwidth: (f64, f64),
     /// Box of `ln signal`.
     pub log_signal: (f64, f64),
-    /// Box of `ln noise`.
-    pub log_noise: (f64, f64),
+    /// Box of `ln (noise / signal)`, the GP's jitter. By default `[ln 1e-4, ln 10]`: no less
+    /// than the paper's jitter, which keeps the incremental GP's factor (its `V` in f32)
+    /// as well conditioned as the paper's.
+    pub log_noise_ratio: (f64, f64),
     /// Fit the prior's scale (else held at the start's).
     pub fit_scale: bool,
     /// Box of the scale when fitted. By default `[0, 1]`: the prior as given or faded, as
@@ -376,7 +402,7 @@ impl Default for FitOptions {
             max_iter: 30,
             log_bandwidth: ((1e-2f64).ln(), (1e3f64).ln()),
             log_signal: ((1e-6f64).ln(), (1e2f64).ln()),
-            log_noise: ((1e-8f64).ln(), 1.0f64.ln()),
+            log_noise_ratio: ((1e-4f64).ln(), 10f64.ln()),
             fit_scale: true,
             scale: (0.0, 1.0),
             fit_offset: true,
@@ -391,7 +417,7 @@ impl FitOptions {
         for (name, (lo, hi)) in [
             ("log_bandwidth", self.log_bandwidth),
             ("log_signal", self.log_signal),
-            ("log_noise", self.log_noise),
+            ("log_noise_ratio", self.log_noise_ratio),
             ("scale", self.scale),
         ] {
             if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
@@ -416,7 +442,7 @@ impl FitOptions {
         } else {
             self.log_bandwidth
         };
-        [bw, self.log_signal, self.log_noise]
+        [bw, self.log_signal, self.log_noise_ratio]
     }
 }
 
@@ -495,16 +521,25 @@ pub fn fit(family: KernelKind, obs: &Observed, start: &Hyper, opts: &FitOptions)
         let mut h = Hyper {
             log_bandwidth: x[0],
             log_signal: x[1],
-            log_noise: x[2],
+            log_noise: x[1] + x[2],
             ..*start
         };
         let f = Factored::new(family, obs, &h, t)?;
         (h.scale, h.offset) = profile(&f, obs, start, opts);
         let e = evaluate(&f, obs, &h);
-        let g = [-e.grad[BANDWIDTH], -e.grad[SIGNAL], -e.grad[NOISE]];
+        // In (ln signal, ln ratio), ln noise = ln signal + ln ratio.
+        let g = [
+            -e.grad[BANDWIDTH],
+            -(e.grad[SIGNAL] + e.grad[NOISE]),
+            -e.grad[NOISE],
+        ];
         e.value.is_finite().then_some((-e.value, g, h, e))
     };
-    let mut x = project([start.log_bandwidth, start.log_signal, start.log_noise]);
+    let mut x = project([
+        start.log_bandwidth,
+        start.log_signal,
+        start.log_noise - start.log_signal,
+    ]);
     let (mut fx, mut g, mut h, mut e) = eval(x).ok_or_else(|| not_pd(start))?;
     // Inverse-Hessian estimate.
     let mut hinv = [[0.0; 3]; 3];

@@ -35,8 +35,22 @@ pub use crate::backend::gp::{GpStore, KernelRows, PoolKernel, Readout, RowPrecis
 use crate::error::{Error, Result};
 
 /// The jitter ladder of SPEC §3: tried in order when a factorisation fails; after the
-/// last, a pseudo-inverse.
+/// last, a pseudo-inverse. A GP with another first jitter ([`Gp::with_jitter`], a noise
+/// ratio fitted by the evidence) climbs the same ratios: `[j, 100 j]`.
 pub const JITTERS: [f64; 2] = [1e-4, 1e-2];
+
+/// The read-out of hyperparameters fitted by the evidence ([`super::evidence`]): the
+/// prior's scale and offset and the signal variance replace the standardisation (the
+/// noise variance is the GP's jitter times the signal's).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fitted {
+    /// The prior mean's scale.
+    pub scale: f64,
+    /// The prior mean's offset.
+    pub offset: f64,
+    /// The signal variance.
+    pub signal: f64,
+}
 
 #[derive(Clone, Debug)]
 struct Obs {
@@ -55,6 +69,10 @@ pub struct Gp<'k> {
     n: usize,
     mu0: Vec<f64>,
     jitter_step: usize,
+    /// The ladder's first rung (1e-4 as SPEC §3 gives it).
+    jitter0: f64,
+    /// Hyperparameters fitted by the evidence (`None`: the standardisation of SPEC §3).
+    fitted: Option<Fitted>,
     obs: Vec<Obs>,
     /// Lower-triangular factor of `K_AA + jitter I`, row by row.
     l: Vec<Vec<f64>>,
@@ -93,6 +111,24 @@ impl<'k> Gp<'k> {
         mu0: Vec<f64>,
         mu0_query: f64,
     ) -> Result<Self> {
+        Gp::with_jitter(rows, store, mu0, mu0_query, JITTERS[0])
+    }
+
+    /// [`Gp::with_store`] with `jitter` (the noise variance over the signal's) as the
+    /// ladder's first rung in place of SPEC §3's 1e-4; the ladder goes on at `100 jitter`.
+    pub fn with_jitter(
+        rows: &'k dyn KernelRows,
+        store: Box<dyn GpStore + 'k>,
+        mu0: Vec<f64>,
+        mu0_query: f64,
+        jitter: f64,
+    ) -> Result<Self> {
+        if !(jitter.is_finite() && jitter > 0.0) {
+            return Err(Error::invalid(
+                "jitter",
+                format!("must be finite and > 0, got {jitter}"),
+            ));
+        }
         let n = rows.len();
         if mu0.len() != n || store.len() != n {
             return Err(Error::invalid(
@@ -110,6 +146,8 @@ impl<'k> Gp<'k> {
             n,
             mu0,
             jitter_step: 0,
+            jitter0: jitter,
+            fitted: None,
             obs: Vec::new(),
             l: Vec::new(),
             ur: Vec::new(),
@@ -178,7 +216,37 @@ impl<'k> Gp<'k> {
     /// The jitter in force (`None` once on the pseudo-inverse).
     #[must_use]
     pub fn jitter(&self) -> Option<f64> {
-        JITTERS.get(self.jitter_step).copied()
+        self.rung(self.jitter_step)
+    }
+
+    /// Rung `step` of the jitter ladder (`None` past the last).
+    fn rung(&self, step: usize) -> Option<f64> {
+        JITTERS.get(step).map(|j| self.jitter0 * (j / JITTERS[0]))
+    }
+
+    /// Reads the posterior with hyperparameters fitted by the evidence from here on (see
+    /// [`Fitted`]); `None` goes back to the standardisation. Errors name a value that is not
+    /// finite, or a signal variance that is not positive.
+    pub fn set_fitted(&mut self, fitted: Option<Fitted>) -> Result<()> {
+        if let Some(f) = fitted {
+            for (name, v) in [("scale", f.scale), ("offset", f.offset), ("signal", f.signal)] {
+                if !v.is_finite() {
+                    return Err(Error::invalid(name, format!("must be finite, got {v}")));
+                }
+            }
+            if f.signal <= 0.0 {
+                return Err(Error::invalid("signal", format!("must be > 0, got {}", f.signal)));
+            }
+        }
+        self.fitted = fitted;
+        Ok(())
+    }
+
+    /// The observations so far, the query's first: pool index (`None` for the query), score
+    /// and prior mean (what the evidence is taken over).
+    #[must_use]
+    pub fn observed(&self) -> Vec<(Option<usize>, f64, f64)> {
+        self.obs.iter().map(|o| (o.idx, o.r + o.p, o.p)).collect()
     }
 
     /// Number of observations, the query's included.
@@ -225,7 +293,7 @@ impl<'k> Gp<'k> {
             return obs.into_iter().try_for_each(|o| self.push(o));
         }
         let q = obs.len();
-        let jitter = JITTERS[self.jitter_step];
+        let jitter = self.rung(self.jitter_step).unwrap_or(JITTERS[0]);
         // L_AB: the columns of V at the block's items; S = K_BB + jitter - L_AB^T L_AB.
         let cols: Vec<Vec<f64>> = items
             .iter()
@@ -326,7 +394,9 @@ impl<'k> Gp<'k> {
     /// Extends `L`, `V` and the running sums by one observation; false (nothing changed)
     /// when the new pivot is not positive at the current jitter. Errors only from a device.
     fn append(&mut self, o: &Obs) -> Result<bool> {
-        let jitter = JITTERS[self.jitter_step];
+        let Some(jitter) = self.rung(self.jitter_step) else {
+            return Ok(false);
+        };
         // l = L^{-1} k_A(new): for a pool item, column j of V. The query is always the
         // first observation, so its l is empty.
         let l: Vec<f64> = match o.idx {
@@ -372,7 +442,7 @@ impl<'k> Gp<'k> {
             self.up.clear();
             self.obs.clear();
             self.jitter_step = step;
-            if step >= JITTERS.len() {
+            if self.rung(step).is_none() {
                 self.obs = all;
                 self.pinv = Some(self.dense_pinv());
                 return Ok(());
@@ -433,10 +503,18 @@ impl<'k> Gp<'k> {
         Dense { var_z, a, b, c }
     }
 
-    /// The read-out: the prior's fade `delta`, then the mean and population standard
-    /// deviation of the observed residuals under the faded prior, `r + delta mu0` (std := 1
-    /// when it is <= 1e-12 or there is one observation).
+    /// The read-out: with [`Fitted`] hyperparameters, their offset, the root of their
+    /// signal variance and one minus their scale; else the prior's fade `delta`, then the
+    /// mean and population standard deviation of the observed residuals under the faded
+    /// prior, `r + delta mu0` (std := 1 when it is <= 1e-12 or there is one observation).
     pub fn readout(&self) -> Readout {
+        if let Some(f) = self.fitted {
+            return Readout {
+                m: f.offset,
+                s: f.signal.sqrt(),
+                delta: 1.0 - f.scale,
+            };
+        }
         let delta = self.delta();
         let t = self.obs.len() as f64;
         let res = |o: &Obs| o.r + delta * o.p;

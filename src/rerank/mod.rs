@@ -54,7 +54,7 @@ use crate::error::Result;
 use crate::pool::Pool;
 use crate::similarity::Kernel;
 pub use acquire::{boundary_pick, boundary_pick_tokens, ucb_pick};
-pub use config::{Acquisition, KernelChoice, Method, Prior, RerankConfig};
+pub use config::{Acquisition, Hyperparameters, KernelChoice, Method, Prior, RerankConfig, EVIDENCE_FIRST};
 use gp::PoolKernel;
 pub use gp::RowPrecision;
 pub use options::RerankOptions;

@@ -2,7 +2,7 @@
 //! gives it: every option checked here once, and an option the method does not read is an
 //! error naming it, never ignored.
 
-use super::{Acquisition, KernelChoice, Method, Prior, RerankConfig};
+use super::{Acquisition, Hyperparameters, KernelChoice, Method, Prior, RerankConfig};
 use crate::error::{Error, Result};
 use crate::similarity::{Kernel, KernelKind};
 
@@ -42,6 +42,9 @@ pub struct RerankOptions<'a> {
     /// The precision of the pool copy kernel rows are read from: `f32` (default), `bf16`
     /// or `f16` (boundary-morph, bagel, rgs, rgs-simple).
     pub row_precision: Option<&'a str>,
+    /// How the GP's hyperparameters are set: `paper` (default) or `evidence`
+    /// (boundary-morph, with the mips or zero prior).
+    pub hyperparameters: Option<&'a str>,
 }
 
 impl<'a> RerankOptions<'a> {
@@ -64,6 +67,7 @@ impl<'a> RerankOptions<'a> {
             token_capacity: None,
             prior_probes: None,
             row_precision: None,
+            hyperparameters: None,
         }
     }
 
@@ -99,7 +103,13 @@ impl<'a> RerankOptions<'a> {
             "row_precision",
             &[M::BoundaryMorph, M::Bagel, M::Rgs, M::RgsSimple],
         )?;
+        only(
+            self.hyperparameters.is_some(),
+            "hyperparameters",
+            &[M::BoundaryMorph],
+        )?;
         let row_precision: super::RowPrecision = self.row_precision.unwrap_or("f32").parse()?;
+        let hyperparameters: Hyperparameters = self.hyperparameters.unwrap_or("paper").parse()?;
         if self.graph_degree == Some(0) {
             return Err(Error::invalid("graph_degree", "must be at least 1"));
         }
@@ -127,6 +137,12 @@ impl<'a> RerankOptions<'a> {
         if self.beta0.is_some() && method == M::BoundaryMorph && acquisition != Acquisition::Ucb {
             return Err(Error::invalid("beta0", "applies to the ucb acquisition"));
         }
+        if hyperparameters == Hyperparameters::Evidence && prior == Prior::Adaptive {
+            return Err(Error::invalid(
+                "hyperparameters",
+                "evidence fits the prior's scale itself; use it with the mips or zero prior",
+            ));
+        }
         if self.kappa.is_some() && kind != KernelKind::Vmf {
             return Err(Error::invalid("kappa", "applies to the vmf kernel"));
         }
@@ -147,6 +163,7 @@ impl<'a> RerankOptions<'a> {
         cfg.prior_probes = self.prior_probes.unwrap_or(0);
         cfg.token_capacity = self.token_capacity;
         cfg.row_precision = row_precision;
+        cfg.hyperparameters = hyperparameters;
         cfg.kernel = match (kind, self.kappa) {
             (KernelKind::Vmf, Some(k)) => KernelChoice::Fixed(Kernel::Vmf { kappa: k }),
             _ => KernelChoice::Median(kind),

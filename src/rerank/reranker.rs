@@ -4,11 +4,14 @@
 
 use super::acquire::{boundary_scan, rank, Fill};
 use super::config::ADAPTIVE_RIDGE;
+use super::evidence::{self, FitOptions, Hyper, Observed};
 use super::gp::Gp;
+use super::gp::{PoolKernel, JITTERS};
 use super::rgs::rgs;
 use super::run::Run;
 use super::{
-    kernel_rows, kernel_rows_in, Acquisition, KernelChoice, Method, Oracle, Prior, RerankConfig, RowPrecision,
+    kernel_rows, kernel_rows_in, Acquisition, Hyperparameters, KernelChoice, Method, Oracle, Prior,
+    RerankConfig, RowPrecision, EVIDENCE_FIRST,
 };
 use crate::backend::{BackendKind, Engine, Storage};
 use crate::error::{Error, Result};
@@ -30,8 +33,12 @@ pub struct Reranked {
     pub tokens: Option<u64>,
     /// Their scores, in the same order.
     pub scores: Vec<f64>,
-    /// The kernel the GP used.
+    /// The kernel the GP used (at the end of the run, with hyperparameters by the
+    /// evidence).
     pub kernel: Kernel,
+    /// The hyperparameters the evidence fitted last (`None` with the paper's, or when the
+    /// budget ended before the first fit).
+    pub hyperparameters: Option<Hyper>,
     /// Notes for the caller (a budget capped at the pool size, an early stop, a step that
     /// ran on the CPU).
     pub notes: Vec<String>,
@@ -44,7 +51,8 @@ impl Reranked {
     /// The JSON object `ctxprune rerank` prints (and `ctxprune serve` answers):
     /// `method`, `selected`, `scored`, `oracle_calls` (documents), `oracle_rounds` (calls),
     /// `scores`, `prior_alpha` (adaptive prior), `tokens` (token capacity), `notes`, `kappa` (vMF's,
-    /// else null), `backend`, `elapsed_ms` (without the oracle's time) and `oracle_ms`.
+    /// else null), `hyperparameters` (the evidence's last fit: `log_bandwidth`, `signal`,
+    /// `noise`, `scale`, `offset`; else null), `backend`, `elapsed_ms` (without the oracle's time) and `oracle_ms`.
     #[must_use]
     pub fn to_json(&self, method: Method, elapsed_ms: f64, oracle_ms: f64) -> serde_json::Value {
         let kappa = match self.kernel {
@@ -62,6 +70,13 @@ impl Reranked {
             "tokens": self.tokens,
             "notes": self.notes,
             "kappa": kappa,
+            "hyperparameters": self.hyperparameters.map(|h| serde_json::json!({
+                "log_bandwidth": h.log_bandwidth,
+                "signal": h.log_signal.exp(),
+                "noise": h.log_noise.exp(),
+                "scale": h.scale,
+                "offset": h.offset,
+            })),
             "backend": self.backend.name(),
             "elapsed_ms": elapsed_ms,
             "oracle_ms": oracle_ms,
@@ -155,6 +170,20 @@ impl Reranker {
         }
         if let KernelChoice::Fixed(k) = cfg.kernel {
             k.validate()?;
+        }
+        if cfg.hyperparameters == Hyperparameters::Evidence {
+            if cfg.method != Method::BoundaryMorph {
+                return Err(Error::invalid(
+                    "hyperparameters",
+                    format!("evidence applies to boundary-morph, not {}", cfg.method.name()),
+                ));
+            }
+            if cfg.prior == Prior::Adaptive {
+                return Err(Error::invalid(
+                    "hyperparameters",
+                    "evidence fits the prior's scale itself; use it with the mips or zero prior",
+                ));
+            }
         }
         if cfg.row_precision != RowPrecision::F32 && cfg.method == Method::SingleStage {
             return Err(Error::invalid(
@@ -263,6 +292,9 @@ impl Reranker {
         };
         let mut backend = BackendKind::Cpu;
         let mut alpha = None;
+        // What the GP ended with: its kernel, and the hyperparameters the evidence fitted.
+        let mut final_kernel = kernel;
+        let mut hyper = None;
         // The final order: by value (ties by MIPS position); with a token capacity, the
         // greedy fill by value per token.
         let (values, by_density) = match cfg.method {
@@ -299,56 +331,93 @@ impl Reranker {
                     (false, _) => vec![0.0; n],
                 };
                 let mu0_q = if mips { 1.0 } else { 0.0 };
-                let store = self.engine.gp_store(&src, mu0.clone())?;
-                if !half {
-                    backend = self.engine.kind();
-                }
-                let mut gp = Gp::with_store(&src, store, mu0, mu0_q)?;
-                if prior == Prior::Adaptive {
-                    gp.set_adaptive(ADAPTIVE_RIDGE)?;
-                    // Options refuse more probes than the budget; a budget above the pool
-                    // was capped at the pool above (with its note), and the probes with it.
-                    if cfg.prior_probes > budget {
-                        notes.push(format!(
-                            "prior probes {} are more than the pool; capped at {budget}",
-                            cfg.prior_probes
-                        ));
-                    }
-                    let probes = probe_ranks(cfg.prior_probes.min(budget), n);
-                    let ys = run.call(&probes)?;
-                    let obs: Vec<(usize, f64)> = probes.iter().copied().zip(ys).collect();
-                    gp.observe_batch(&obs)?;
-                }
-                if cfg.method == Method::Bagel {
-                    let warm: Vec<usize> = (0..budget / 2).collect();
-                    let ys = run.call(&warm)?;
-                    let obs: Vec<(usize, f64)> = warm.iter().copied().zip(ys).collect();
-                    gp.observe_batch(&obs)?;
-                }
-                let mut search = Search {
-                    gp,
-                    acq,
-                    beta0: cfg.beta0,
-                    k: cfg.capacity,
-                    fill: fill.as_ref(),
-                    mean: vec![0.0; n],
-                    var: vec![0.0; n],
+                let by_evidence = cfg.hyperparameters == Hyperparameters::Evidence;
+                // One epoch per set of hyperparameters: the GP is rebuilt when a fit
+                // changes them, with every call so far replayed as one block.
+                let mut epoch = Epoch {
+                    kernel,
+                    jitter: JITTERS[0],
+                    fitted: None,
+                    next_fit: EVIDENCE_FIRST,
                 };
-                while run.scored.len() < budget {
-                    let q = cfg.batch.min(budget - run.scored.len());
-                    if !search.round(&mut run, q)? {
-                        notes.push(format!(
-                            "stopped after {} calls: no boundary pair left",
-                            run.scored.len()
-                        ));
-                        break;
+                loop {
+                    let refitted;
+                    let rows: &PoolKernel<'_> = if epoch.kernel == kernel {
+                        &src
+                    } else {
+                        refitted = kernel_rows(pool, query, epoch.kernel)?;
+                        &refitted
+                    };
+                    let store = self.engine.gp_store(rows, mu0.clone())?;
+                    if !half {
+                        backend = self.engine.kind();
                     }
+                    let mut gp = Gp::with_jitter(rows, store, mu0.clone(), mu0_q, epoch.jitter)?;
+                    gp.set_fitted(epoch.fitted.map(|h| h.fitted()))?;
+                    if !run.scored.is_empty() {
+                        let seen: Vec<(usize, f64)> = run
+                            .scored
+                            .iter()
+                            .map(|&j| (j, run.y[j].unwrap_or(f64::NAN)))
+                            .collect();
+                        gp.observe_batch(&seen)?;
+                    } else if prior == Prior::Adaptive {
+                        gp.set_adaptive(ADAPTIVE_RIDGE)?;
+                        // Options refuse more probes than the budget; a budget above the
+                        // pool was capped at the pool above (with its note), and the probes
+                        // with it.
+                        if cfg.prior_probes > budget {
+                            notes.push(format!(
+                                "prior probes {} are more than the pool; capped at {budget}",
+                                cfg.prior_probes
+                            ));
+                        }
+                        let probes = probe_ranks(cfg.prior_probes.min(budget), n);
+                        let ys = run.call(&probes)?;
+                        let obs: Vec<(usize, f64)> = probes.iter().copied().zip(ys).collect();
+                        gp.observe_batch(&obs)?;
+                    } else if cfg.method == Method::Bagel {
+                        let warm: Vec<usize> = (0..budget / 2).collect();
+                        let ys = run.call(&warm)?;
+                        let obs: Vec<(usize, f64)> = warm.iter().copied().zip(ys).collect();
+                        gp.observe_batch(&obs)?;
+                    }
+                    let mut search = Search {
+                        gp,
+                        acq,
+                        beta0: cfg.beta0,
+                        k: cfg.capacity,
+                        fill: fill.as_ref(),
+                        mean: vec![0.0; n],
+                        var: vec![0.0; n],
+                    };
+                    let mut due = false;
+                    while run.scored.len() < budget {
+                        let q = cfg.batch.min(budget - run.scored.len());
+                        if !search.round(&mut run, q)? {
+                            notes.push(format!(
+                                "stopped after {} calls: no boundary pair left",
+                                run.scored.len()
+                            ));
+                            break;
+                        }
+                        if by_evidence && run.scored.len() >= epoch.next_fit && run.scored.len() < budget {
+                            due = true;
+                            break;
+                        }
+                    }
+                    if due {
+                        epoch = epoch.refit(rows, &run, &mu0, mu0_q)?;
+                        continue;
+                    }
+                    search.refresh(&run, &[])?;
+                    if prior == Prior::Adaptive {
+                        alpha = Some(search.gp.alpha());
+                    }
+                    final_kernel = epoch.kernel;
+                    hyper = epoch.fitted;
+                    break (search.mean, true);
                 }
-                search.refresh(&run, &[])?;
-                if prior == Prior::Adaptive {
-                    alpha = Some(search.gp.alpha());
-                }
-                (search.mean, true)
             }
         };
         if half && self.engine.kind() != BackendKind::Cpu {
@@ -399,9 +468,65 @@ impl Reranker {
             alpha,
             tokens: used,
             scores: run.scores,
-            kernel,
+            kernel: final_kernel,
+            hyperparameters: hyper,
             notes,
             backend,
+        })
+    }
+}
+
+/// The GP's hyperparameters between two fits of the evidence.
+struct Epoch {
+    kernel: Kernel,
+    /// The noise variance over the signal's: the jitter ladder's first rung.
+    jitter: f64,
+    /// The last fit (`None`: the paper's, until the first).
+    fitted: Option<Hyper>,
+    /// The call count at which the next fit is due.
+    next_fit: usize,
+}
+
+impl Epoch {
+    /// Fits the evidence of the calls so far (the query first, then the calls in order),
+    /// warm-started from the last fit, and the epoch that runs with it.
+    fn refit(&self, rows: &PoolKernel<'_>, run: &Run<'_>, mu0: &[f64], mu0_q: f64) -> Result<Epoch> {
+        let idx: Vec<Option<usize>> = std::iter::once(None)
+            .chain(run.scored.iter().map(|&j| Some(j)))
+            .collect();
+        let t = idx.len();
+        let mut cos = vec![0.0; t * t];
+        for a in 0..t {
+            for b in 0..=a {
+                let c = rows.cosine(idx[a], idx[b]);
+                cos[a * t + b] = c;
+                cos[b * t + a] = c;
+            }
+        }
+        // The query is an observation y = 1 at its prior mean (SPEC §3).
+        let value = |i: Option<usize>, of: &dyn Fn(usize) -> f64, query: f64| i.map_or(query, of);
+        let y: Vec<f64> = idx
+            .iter()
+            .map(|&i| value(i, &|j| run.y[j].unwrap_or(f64::NAN), 1.0))
+            .collect();
+        let p: Vec<f64> = idx.iter().map(|&i| value(i, &|j| mu0[j], mu0_q)).collect();
+        let obs = Observed {
+            cos: &cos,
+            y: &y,
+            mu0: &p,
+        };
+        let (family, _) = evidence::log_bandwidth_of(self.kernel);
+        let start = match self.fitted {
+            Some(h) => h,
+            None => Hyper::paper(self.kernel, &obs, JITTERS[0])?,
+        };
+        let fit = evidence::fit(family, &obs, &start, &FitOptions::default())?;
+        let h = fit.hyper;
+        Ok(Epoch {
+            kernel: evidence::kernel_of(family, h.log_bandwidth),
+            jitter: (h.log_noise - h.log_signal).exp(),
+            fitted: Some(h),
+            next_fit: 2 * run.scored.len(),
         })
     }
 }

@@ -301,6 +301,7 @@ pub fn rerank(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
         .ok_or_else(|| Error::invalid("capacity", "required"))?;
     let (kernel, prior, acquisition) = (f.str("kernel")?, f.str("prior")?, f.str("acquisition")?);
     let row_precision = f.str("row_precision")?;
+    let hyperparameters = f.str("hyperparameters")?;
     let opts = RerankOptions {
         kernel: kernel.as_deref(),
         kappa: f.num("kappa")?.map(|k| k as f32),
@@ -314,6 +315,7 @@ pub fn rerank(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
         token_capacity: f.count("token_capacity")?.map(|t| t as u64),
         prior_probes: f.count("prior_probes")?,
         row_precision: row_precision.as_deref(),
+        hyperparameters: hyperparameters.as_deref(),
         ..RerankOptions::new(&method, budget, capacity)
     };
     let cfg = opts.config()?;

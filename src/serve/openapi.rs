@@ -100,6 +100,7 @@ pub fn document() -> Value {
             "beta0": num(), "graph_degree": count(), "seed_div": num(), "frac": num(),
             "batch": count(), "token_capacity": count(), "tokens": nums(), "prior_probes": count(),
             "row_precision": enumerated(&["f32", "bf16", "f16"]),
+            "hyperparameters": enumerated(&["paper", "evidence"]),
             "oracle_scores": nums(), "oracle_url": string(), "oracle_api": enumerated(&["tei", "cohere"]),
             "oracle_timeout": num(), "texts": strings(), "query_text": string(), "model": string(),
             "tokenizer": tokenizer(),
@@ -186,6 +187,8 @@ pub fn document() -> Value {
         "oracle_calls": count(), "oracle_rounds": count(), "scores": nums(), "notes": strings(),
         "kappa": {"type": ["number", "null"]}, "prior_alpha": {"type": ["number", "null"]},
         "tokens": {"type": ["integer", "null"], "minimum": 0},
+        "hyperparameters": {"type": ["object", "null"], "properties": {
+            "log_bandwidth": num(), "signal": num(), "noise": num(), "scale": num(), "offset": num()}},
         "backend": string(), "elapsed_ms": num(), "oracle_ms": num()}});
     let op =
         |summary: &str, b: Value, r: Value| json!({"summary": summary, "requestBody": b, "responses": r});

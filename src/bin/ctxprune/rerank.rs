@@ -101,6 +101,11 @@ pub struct RerankArgs {
     /// boundary-morph, bagel, rgs, rgs-simple).
     #[arg(long)]
     pub row_precision: Option<String>,
+    /// How the GP's hyperparameters are set (boundary-morph): paper (default, the paper's
+    /// heuristics) or evidence (type-II maximum likelihood of the scores seen, refitted after
+    /// 5 calls and whenever the calls have doubled; with --prior mips or zero).
+    #[arg(long)]
+    pub hyperparameters: Option<String>,
     /// auto, cpu or cuda (the CTXPRUNE_BACKEND variable, cpu, cuda or auto, overrides auto).
     #[arg(long, default_value = "auto")]
     pub backend: String,
@@ -137,6 +142,7 @@ pub fn run(a: RerankArgs) -> Result<()> {
         token_capacity: a.token_capacity,
         prior_probes: a.prior_probes,
         row_precision: a.row_precision.as_deref(),
+        hyperparameters: a.hyperparameters.as_deref(),
         ..RerankOptions::new(&a.method, a.budget, a.capacity)
     };
     let names = [
@@ -155,6 +161,7 @@ pub fn run(a: RerankArgs) -> Result<()> {
         "capacity",
         "prior-probes",
         "row-precision",
+        "hyperparameters",
     ];
     let cfg = super::cost::flags(opts.config(), &names)?;
     let method = cfg.method;
