@@ -10,6 +10,9 @@
 //! its order; bytes = rows × N × d × bytes per element of the row precision). Their ratio
 //! is how close the passes come to a streaming read on this machine.
 //!
+//! `boundary_morph_n10000_k100_evidence/100` is B = 100 with hyperparameters by the evidence
+//! (its fits and rebuilds inside the clock), beside the paper's.
+//!
 //! A `cuda` group runs the same on the GPU when `Engine::auto` finds one.
 //! Run: `cargo bench --bench rerank && python3 benches/medians.py`.
 
@@ -17,7 +20,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use ctxprune::demo::synthetic_pool;
 use ctxprune::rerank::gp::KernelRows;
 use ctxprune::rerank::{
-    kernel_rows_in, KernelChoice, Method, Precomputed, RerankConfig, Reranker, RowPrecision,
+    kernel_rows_in, Hyperparameters, KernelChoice, Method, Precomputed, RerankConfig, Reranker, RowPrecision,
 };
 use ctxprune::rng::Rng;
 use ctxprune::similarity::{Kernel, KernelKind};
@@ -108,6 +111,22 @@ fn benches(c: &mut Criterion) {
             );
         }
     }
+    // Hyperparameters by the evidence: fits at 5, 10, 20, 40 and 80 calls (B = 100), each
+    // followed by a rebuild of the GP that replays the calls so far.
+    let budget = 100usize;
+    let mut ec = cfg(budget, RowPrecision::F32);
+    ec.hyperparameters = Hyperparameters::Evidence;
+    let r = Reranker::new(&cpu, ec).unwrap();
+    g.bench_with_input(
+        BenchmarkId::new("boundary_morph_n10000_k100_evidence", budget),
+        &budget,
+        |b, &budget| {
+            b.iter(|| {
+                let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+                black_box(r.rerank(&pool, &p.query, &mut o).unwrap())
+            })
+        },
+    );
     g.finish();
     let gpu = Engine::auto();
     if let Some(why) = gpu.fallback_reason() {

@@ -304,7 +304,9 @@ fn gram_blocks_agree_with_the_kernel_definitions_on_every_backend() {
 /// neighbours' kernel rows, move to the device).
 #[test]
 fn rerank_gp_runs_the_same_on_every_backend() {
-    use ctxprune::rerank::{Acquisition, KernelChoice, Method, Precomputed, RerankConfig, Reranker};
+    use ctxprune::rerank::{
+        Acquisition, Hyperparameters, KernelChoice, Method, Precomputed, RerankConfig, Reranker,
+    };
     use ctxprune::similarity::Kernel;
     let (e, q, _) = crate::problem(131, 9, 77);
     let mut rng = ctxprune::rng::Rng::new(8);
@@ -313,16 +315,27 @@ fn rerank_gp_runs_the_same_on_every_backend() {
     for engine in available() {
         let pool = Pool::from_embeddings(&engine, &e).unwrap();
         let runs: Vec<(Vec<usize>, Vec<usize>)> = [
-            (Method::BoundaryMorph, Acquisition::Boundary),
-            (Method::Bagel, Acquisition::Ucb),
-            (Method::BoundaryMorph, Acquisition::Ucb),
-            (Method::Rgs, Acquisition::Boundary),
-            (Method::RgsSimple, Acquisition::Boundary),
+            (
+                Method::BoundaryMorph,
+                Acquisition::Boundary,
+                Hyperparameters::Paper,
+            ),
+            (Method::Bagel, Acquisition::Ucb, Hyperparameters::Paper),
+            (Method::BoundaryMorph, Acquisition::Ucb, Hyperparameters::Paper),
+            (Method::Rgs, Acquisition::Boundary, Hyperparameters::Paper),
+            (Method::RgsSimple, Acquisition::Boundary, Hyperparameters::Paper),
+            // Rebuilt on the fitted kernel at 5, 10 and 20 calls.
+            (
+                Method::BoundaryMorph,
+                Acquisition::Boundary,
+                Hyperparameters::Evidence,
+            ),
         ]
         .into_iter()
-        .map(|(m, acq)| {
+        .map(|(m, acq, h)| {
             let mut cfg = RerankConfig::new(m, 25, 10);
             cfg.acquisition = acq;
+            cfg.hyperparameters = h;
             cfg.kernel = KernelChoice::Fixed(Kernel::Vmf { kappa: 4.0 });
             let r = Reranker::new(&engine, cfg)
                 .unwrap()

@@ -305,6 +305,40 @@ fn rerank_mask_and_cost_answer_as_the_library() {
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["selected"], json!(want.selected));
     assert_eq!(v["scored"], json!(want.scored));
+    assert_eq!(v["hyperparameters"], json!(null));
+    // Hyperparameters by the evidence, as the library fits them.
+    let r = Reranker::new(
+        &engine,
+        RerankOptions {
+            hyperparameters: Some("evidence"),
+            ..RerankOptions::new("boundary-morph", 17, 5)
+        }
+        .config()
+        .unwrap(),
+    )
+    .unwrap();
+    let want = r
+        .rerank(&pool, &q, &mut Precomputed::new(scores.clone(), 17).unwrap())
+        .unwrap();
+    let (st, v) = post(
+        &s,
+        "/v1/rerank",
+        json!({"embeddings": rows, "query": q, "budget": 17, "capacity": 5, "oracle_scores": scores,
+               "hyperparameters": "evidence"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["scored"], json!(want.scored));
+    let h = want.hyperparameters.unwrap();
+    assert_eq!(v["hyperparameters"]["scale"], json!(h.scale));
+    assert_eq!(v["hyperparameters"]["noise"], json!(h.log_noise.exp()));
+    let (st, v) = post(
+        &s,
+        "/v1/rerank",
+        json!({"embeddings": rows, "query": q, "budget": 17, "capacity": 5, "oracle_scores": scores,
+               "hyperparameters": "evidence", "method": "bagel"}),
+    );
+    assert_eq!(st, 422, "{v}");
+    assert!(v["error"].to_string().contains("hyperparameters"), "{v}");
 
     let msgs = json!([
         {"role": "user", "content": "go"},
@@ -395,7 +429,8 @@ fn rerank_mask_and_cost_answer_as_the_library() {
     let m = m.as_str().unwrap().to_string();
     assert_eq!(st, 200);
     assert!(
-        m.contains("ctxprune_requests_total{method=\"POST\",route=\"/v1/rerank\"} 1"),
+        // The paper's, the evidence's and the refused bagel.
+        m.contains("ctxprune_requests_total{method=\"POST\",route=\"/v1/rerank\"} 3"),
         "{m}"
     );
     assert!(

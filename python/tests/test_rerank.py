@@ -27,6 +27,8 @@ def scores_for(X, q):
     ("boundary-morph", ["--prior", "adaptive"]),
     ("rgs", ["--seed-div", "3", "--frac", "0.5", "--graph-degree", "6"]), ("rgs-simple", []),
     ("boundary-morph", ["--row-precision", "bf16"]), ("bagel", ["--row-precision", "f16"]),
+    ("boundary-morph", ["--hyperparameters", "evidence"]),
+    ("boundary-morph", ["--hyperparameters", "evidence", "--prior", "zero", "--batch", "3"]),
 ])
 def test_equals_the_rust_api(tmp_path, rng, method, extra):
     X, q, _ = problem(rng, 157, 21)
@@ -57,6 +59,14 @@ def test_equals_the_rust_api(tmp_path, rng, method, extra):
     assert got.oracle_rounds == len(calls) == want["oracle_rounds"]
     assert got.prior_alpha == want["prior_alpha"]
     assert got.kappa == pytest.approx(want["kappa"]) if want["kappa"] is not None else got.kappa is None
+    assert got.hyperparameters == want["hyperparameters"]
+    if "evidence" in extra:
+        # Fitted at 5, 10 and 20 calls: the last fit, in the model's units.
+        h = got.hyperparameters
+        assert set(h) == {"log_bandwidth", "signal", "noise", "scale", "offset"}
+        assert h["signal"] > 0 and h["noise"] >= 1e-4 * h["signal"] * (1 - 1e-12)
+        assert 0.0 <= h["scale"] <= 1.0
+        assert got.kappa == pytest.approx(np.exp(h["log_bandwidth"]), rel=1e-6)
 
 
 def test_token_capacity_equals_the_cli(tmp_path, rng):
@@ -115,6 +125,12 @@ def test_options_that_do_not_apply_are_errors(rng):
         ctxprune.rerank(X, q, 42, 8, 3, engine=CPU)
     with pytest.raises(ctxprune.InvalidInputError, match="a URL oracle needs the pool's texts"):
         ctxprune.rerank(X, q, "http://127.0.0.1:9/rerank", 8, 3, engine=CPU)
+    with pytest.raises(ctxprune.InvalidInputError, match="hyperparameters: does not apply to rgs"):
+        ctxprune.Reranker(8, 3, "rgs", hyperparameters="evidence")
+    with pytest.raises(ctxprune.InvalidInputError, match=r"unknown hyperparameters 'ml' \(paper, evidence\)"):
+        ctxprune.Reranker(8, 3, hyperparameters="ml")
+    with pytest.raises(ctxprune.InvalidInputError, match="use it with the mips or zero prior"):
+        ctxprune.Reranker(8, 3, prior="adaptive", hyperparameters="evidence")
 
 
 def test_an_unreachable_url_oracle_is_an_oracle_error(rng):
