@@ -13,7 +13,7 @@ use ctxprune::rerank::evidence::{
 };
 use ctxprune::rerank::gp::{Fitted, Gp, KernelRows, PoolKernel};
 use ctxprune::rerank::{
-    kernel_rows, Hyperparameters, Method, Precomputed, Prior, RerankConfig, RerankOptions,
+    kernel_rows_in, Hyperparameters, Method, Precomputed, Prior, RerankConfig, RerankOptions, RowPrecision,
 };
 use ctxprune::rng::Rng;
 use ctxprune::similarity::{Kernel, KernelKind};
@@ -84,11 +84,10 @@ impl Problem {
         }
     }
 
-    /// `log p(y)` by the definition: Gaussian density of `y - scale mu0 - offset` under
-    /// `signal K + noise I`.
-    fn log_evidence(&self, family: KernelKind, h: &Hyper) -> f64 {
+    /// `signal K + noise I`, entry by entry.
+    fn sigma(&self, family: KernelKind, h: &Hyper) -> Vec<Vec<f64>> {
         let t = self.t;
-        let sigma: Vec<Vec<f64>> = (0..t)
+        (0..t)
             .map(|i| {
                 (0..t)
                     .map(|j| {
@@ -98,7 +97,14 @@ impl Problem {
                     })
                     .collect()
             })
-            .collect();
+            .collect()
+    }
+
+    /// `log p(y)` by the definition: Gaussian density of `y - scale mu0 - offset` under
+    /// `signal K + noise I`.
+    fn log_evidence(&self, family: KernelKind, h: &Hyper) -> f64 {
+        let t = self.t;
+        let sigma = self.sigma(family, h);
         let r: Vec<f64> = (0..t)
             .map(|i| self.y[i] - h.scale * self.mu0[i] - h.offset)
             .collect();
@@ -302,6 +308,93 @@ fn profiled_scale_and_offset_solve_the_normal_equations() {
         assert!(got.evidence.grad[SCALE].abs() <= 1e-8, "{:?}", got.evidence.grad);
         assert!(got.evidence.grad[OFFSET].abs() <= 1e-8, "{:?}", got.evidence.grad);
     }
+}
+
+/// The scale's box binds (scores that fall with the prior want a negative scale: it is
+/// clamped to 0, and the offset is the best one for scale 0), and a held scale or offset
+/// leaves the other to its own normal equation.
+#[test]
+fn profile_clamps_or_holds_what_the_options_say() {
+    let mut rng = Rng::new(404);
+    let mut p = Problem::new(&mut rng, 17, 6);
+    for i in 0..p.t {
+        p.y[i] = 0.9 - 0.6 * p.mu0[i] + 0.05 * rng.normal();
+    }
+    let start = Hyper {
+        log_bandwidth: 1.0,
+        log_signal: (0.05f64).ln(),
+        log_noise: (0.004f64).ln(),
+        scale: 0.4,
+        offset: 0.1,
+    };
+    let w = |v: &[f64]| slow::solve(&p.sigma(KernelKind::Vmf, &start), v);
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    let ones = vec![1.0; p.t];
+    let (w1, wp) = (w(&ones), w(&p.mu0));
+    let offset_given = |a: f64| {
+        let r: Vec<f64> = (0..p.t).map(|i| p.y[i] - a * p.mu0[i]).collect();
+        dot(&w1, &r) / dot(&w1, &ones)
+    };
+    let scale_given = |b: f64| {
+        let r: Vec<f64> = p.y.iter().map(|y| y - b).collect();
+        dot(&wp, &r) / dot(&wp, &p.mu0)
+    };
+    let probe = |opts: FitOptions| {
+        fit(
+            KernelKind::Vmf,
+            &p.obs(),
+            &start,
+            &FitOptions { max_iter: 0, ..opts },
+        )
+        .unwrap()
+        .hyper
+    };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * (1.0 + b.abs());
+    // Both fitted, in [0, 1]: the unconstrained scale is negative, so 0.
+    let h = probe(FitOptions::default());
+    let free = probe(FitOptions {
+        scale: (-10.0, 10.0),
+        ..FitOptions::default()
+    });
+    assert!(
+        free.scale < -0.2,
+        "the scores fall with the prior: {}",
+        free.scale
+    );
+    assert_eq!(h.scale, 0.0);
+    assert!(
+        close(h.offset, offset_given(0.0)),
+        "{} vs {}",
+        h.offset,
+        offset_given(0.0)
+    );
+    // The scale held at the start's.
+    let h = probe(FitOptions {
+        fit_scale: false,
+        ..FitOptions::default()
+    });
+    assert_eq!(h.scale, 0.4);
+    assert!(close(h.offset, offset_given(0.4)));
+    // The offset held: the scale from its own equation (in its box).
+    let h = probe(FitOptions {
+        fit_offset: false,
+        scale: (-10.0, 10.0),
+        ..FitOptions::default()
+    });
+    assert_eq!(h.offset, 0.1);
+    assert!(
+        close(h.scale, scale_given(0.1)),
+        "{} vs {}",
+        h.scale,
+        scale_given(0.1)
+    );
+    // Both held.
+    let h = probe(FitOptions {
+        fit_offset: false,
+        fit_scale: false,
+        ..FitOptions::default()
+    });
+    assert_eq!((h.scale, h.offset), (0.4, 0.1));
 }
 
 #[test]
@@ -605,18 +698,20 @@ fn pool_cosines_are_what_the_kernel_rows_apply_the_kernel_to() {
     let e = p.pool.embeddings();
     for (i, &kq) in qrow.iter().enumerate() {
         for j in [0, 5, 17, 32] {
-            let c = k.cosine(Some(i), Some(j));
-            assert_eq!(c, k.cosine(Some(j), Some(i)), "symmetric");
+            let c = k.cosine(Some(i), Some(j)).unwrap();
+            assert_eq!(c, k.cosine(Some(j), Some(i)).unwrap(), "symmetric");
             assert_eq!(f64::from(p.kernel.apply(c as f32)), k.get(i, j), "K({i}, {j})");
             if i != j {
                 assert!((c - slow::cos(e.row(i), e.row(j))).abs() < 1e-6);
             }
         }
-        let c = k.cosine(None, Some(i));
+        let c = k.cosine(None, Some(i)).unwrap();
         assert_eq!(f64::from(p.kernel.apply(c as f32)), kq, "K(query, {i})");
         assert!((c - slow::cos(e.row(i), &p.q)).abs() < 1e-6);
     }
-    assert_eq!(k.cosine(None, None), 1.0);
+    assert_eq!(k.cosine(None, None).unwrap(), 1.0);
+    let e = k.cosine(Some(33), None).unwrap_err().to_string();
+    assert!(e.contains("index 33 outside the pool of 33"), "{e}");
 }
 
 /// What BoundaryMORPH with `hyperparameters = evidence` must do, from scratch: the paper's
@@ -629,6 +724,7 @@ fn evidence_replay(
     budget: usize,
     cap: usize,
     prior: Prior,
+    prec: RowPrecision,
 ) -> (Vec<usize>, Option<Hyper>) {
     let n = scores.len();
     let mips = prior == Prior::Mips;
@@ -648,7 +744,7 @@ fn evidence_replay(
     let mut y = vec![None; n];
     let mut calls: Vec<usize> = vec![];
     while calls.len() < budget {
-        let k = kernel_rows(&p.pool, &p.q, kernel).unwrap();
+        let k = kernel_rows_in(&p.pool, &p.q, kernel, prec).unwrap();
         let obs: Vec<(Option<usize>, f64, f64)> = std::iter::once((None, 1.0, mu0_q))
             .chain(calls.iter().map(|&j| (Some(j), scores[j], mu0[j])))
             .collect();
@@ -671,12 +767,14 @@ fn evidence_replay(
         calls.push(j);
         y[j] = Some(scores[j]);
         if calls.len() >= next && calls.len() < budget {
-            let k = kernel_rows(&p.pool, &p.q, kernel).unwrap();
+            let k = kernel_rows_in(&p.pool, &p.q, kernel, prec).unwrap();
             let idx: Vec<Option<usize>> = std::iter::once(None)
                 .chain(calls.iter().map(|&j| Some(j)))
                 .collect();
             let t = idx.len();
-            let cos: Vec<f64> = (0..t * t).map(|c| k.cosine(idx[c / t], idx[c % t])).collect();
+            let cos: Vec<f64> = (0..t * t)
+                .map(|c| k.cosine(idx[c / t], idx[c % t]).unwrap())
+                .collect();
             let yy: Vec<f64> = idx.iter().map(|i| i.map_or(1.0, |j| scores[j])).collect();
             let pp: Vec<f64> = idx.iter().map(|i| i.map_or(mu0_q, |j| mu0[j])).collect();
             let o = Observed {
@@ -698,10 +796,12 @@ fn evidence_replay(
 
 #[test]
 fn boundary_morph_by_the_evidence_follows_a_dense_replay_call_for_call() {
-    for (n, d, seed, budget, prior) in [
-        (48usize, 7usize, 21u64, 23usize, Prior::Mips),
-        (37, 5, 22, 12, Prior::Zero),
-        (40, 9, 23, 4, Prior::Mips),
+    for (n, d, seed, budget, prior, prec) in [
+        (48usize, 7usize, 21u64, 23usize, Prior::Mips, RowPrecision::F32),
+        (37, 5, 22, 12, Prior::Zero, RowPrecision::F32),
+        (40, 9, 23, 4, Prior::Mips, RowPrecision::F32),
+        // Every epoch reads the half-precision copy, the first and the refitted ones.
+        (45, 11, 24, 21, Prior::Zero, RowPrecision::Bf16),
     ] {
         let (p, noise) = pool(n, d, seed);
         // Scores that are a smooth function of the rows (a bump around row n/2) and of the
@@ -721,9 +821,10 @@ fn boundary_morph_by_the_evidence_follows_a_dense_replay_call_for_call() {
         let mut cfg = RerankConfig::new(Method::BoundaryMorph, budget, cap);
         cfg.prior = prior;
         cfg.hyperparameters = Hyperparameters::Evidence;
+        cfg.row_precision = prec;
         let mut o = Precomputed::new(scores.clone(), budget).unwrap();
         let got = rerank(&cfg, &p, &mut o).unwrap();
-        let (calls, fitted) = evidence_replay(&p, &scores, budget, cap, prior);
+        let (calls, fitted) = evidence_replay(&p, &scores, budget, cap, prior, prec);
         assert_eq!(got.scored, calls, "n={n} prior {prior:?}");
         assert_eq!(got.hyperparameters, fitted, "n={n}");
         // Fits at 5, 10 and 20 calls (before the budget ends); none below 5.

@@ -352,10 +352,16 @@ impl<'a> PoolKernel<'a> {
 
     /// The cosine between two observations (`None`: the query) as the kernel sees it:
     /// accumulated in f64 and rounded once to f32 (1 between an observation and itself).
-    /// What the GP's evidence ([`crate::rerank::evidence`]) is taken over.
-    #[must_use]
-    pub fn cosine(&self, a: Option<usize>, b: Option<usize>) -> f64 {
+    /// What the GP's evidence ([`crate::rerank::evidence`]) is taken over. An index outside
+    /// the pool is an error naming it.
+    pub fn cosine(&self, a: Option<usize>, b: Option<usize>) -> Result<f64> {
         let e = self.rows.e;
+        if let Some(i) = [a, b].into_iter().flatten().find(|&i| i >= e.rows()) {
+            return Err(Error::invalid(
+                "cosine",
+                format!("index {i} outside the pool of {}", e.rows()),
+            ));
+        }
         let inv = self.half.as_ref().map_or(self.rows.inv, |h| &h.inv[..]);
         let c = match (a, b) {
             _ if a == b => 1.0,
@@ -370,7 +376,7 @@ impl<'a> PoolKernel<'a> {
             }
             (None, None) => 1.0,
         };
-        f64::from(c)
+        Ok(f64::from(c))
     }
 }
 

@@ -36,7 +36,10 @@ impl<'a> Fields<'a> {
     pub fn parse(body: &'a [u8]) -> Result<Fields<'a>> {
         let scan = json::scan(body).map_err(|e| {
             malformed(
-                if e.starts_with("duplicate key") || e.starts_with("recursion limit") {
+                if e.starts_with("duplicate key")
+                    || e.starts_with("recursion limit")
+                    || e.starts_with("reserved key")
+                {
                     e
                 } else {
                     format!("not JSON ({e})")

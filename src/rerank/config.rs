@@ -87,8 +87,9 @@ pub enum Hyperparameters {
     Paper,
     /// By the evidence ([`super::evidence`]): type-II maximum likelihood over the scores
     /// seen, warm-started, refitted after [`EVIDENCE_FIRST`] calls and then each time the
-    /// calls have doubled; the GP is rebuilt with the fitted kernel and noise (the paper's
-    /// until the first fit).
+    /// calls have doubled, while there are at most [`EVIDENCE_MAX_OBSERVATIONS`]
+    /// observations; the GP is rebuilt with the fitted kernel and noise (the paper's until
+    /// the first fit).
     Evidence,
 }
 
@@ -120,6 +121,11 @@ impl std::str::FromStr for Hyperparameters {
 /// Calls before the evidence's first fit ([`Hyperparameters::Evidence`]); later fits come
 /// each time the calls have doubled since the last.
 pub const EVIDENCE_FIRST: usize = 5;
+
+/// The most observations (the query's included) a fit of the evidence is taken over: a
+/// fit is dense, `O(t³)` per evaluation, so once the calls pass this the last fit's
+/// hyperparameters stay for the rest of the run (fits at 5, 10, ..., 160 calls).
+pub const EVIDENCE_MAX_OBSERVATIONS: usize = 256;
 
 /// How the next call is chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

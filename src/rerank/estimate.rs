@@ -37,6 +37,23 @@ impl RerankConfig {
                 bytes: 4.0 * (b + 1.0) * nf + 64.0 * nf,
             },
         };
+        // Hyperparameters by the evidence: the fits (dense on the t x t block of calls, at
+        // most 1 + 30 x 40 evaluations of about 2 t³ each, at t = 5, 10, ... while t is at most
+        // EVIDENCE_MAX_OBSERVATIONS) and the rebuilds after them, each replaying the calls
+        // so far (t kernel rows and the O(n t) updates).
+        let evidence = if self.hyperparameters == super::Hyperparameters::Evidence {
+            let (mut ops, mut bytes) = (0.0f64, 0.0f64);
+            let mut t = super::EVIDENCE_FIRST;
+            while t < self.budget.min(n) && t < super::EVIDENCE_MAX_OBSERVATIONS {
+                let tf = (t + 1) as f64;
+                ops += 1201.0 * 2.0 * tf * tf * tf + 2.0 * tf * nf * df + tf * tf * nf;
+                bytes = bytes.max(48.0 * tf * tf);
+                t *= 2;
+            }
+            Estimate { ops, bytes }
+        } else {
+            Estimate::default()
+        };
         // A half-precision row copy: made once (one pass over the pool), kept beside it.
         let copy = match self.row_precision {
             super::RowPrecision::F32 => Estimate::default(),
@@ -45,7 +62,7 @@ impl RerankConfig {
                 bytes: (p.bytes() as f64) * nf * df,
             },
         };
-        base + rows + method + copy
+        base + rows + method + copy + evidence
     }
 }
 
@@ -62,5 +79,25 @@ mod tests {
         assert!(single.ops < a.ops);
         // A budget above the pool is capped at the pool.
         assert_eq!(bm(10_000), bm(1_000_000));
+    }
+
+    #[test]
+    fn the_evidence_adds_its_fits_and_rebuilds_up_to_its_cap() {
+        let est = |b, h| {
+            let mut c = RerankConfig::new(Method::BoundaryMorph, b, 10);
+            c.hyperparameters = h;
+            c.estimate(10_000, 384)
+        };
+        use super::super::Hyperparameters::{Evidence, Paper};
+        // No fit below 5 calls: the same estimate as the paper's.
+        assert_eq!(est(5, Evidence), est(5, Paper));
+        for b in [6, 100, 1000] {
+            assert!(est(b, Evidence).ops > est(b, Paper).ops, "{b}");
+        }
+        // Fits stop at the cap (the last at 160 calls): beyond it only the budget's own
+        // cost grows.
+        let extra = |b| est(b, Evidence).ops - est(b, Paper).ops;
+        assert_eq!(extra(400), extra(5000));
+        assert!(extra(400) > extra(100));
     }
 }

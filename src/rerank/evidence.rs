@@ -104,10 +104,10 @@ impl Observed<'_> {
                 format!("{} prior means for {t} observations", self.mu0.len()),
             ));
         }
-        if self.cos.len() != t * t {
+        if t.checked_mul(t) != Some(self.cos.len()) {
             return Err(Error::invalid(
                 "cos",
-                format!("{} cosines for {t} observations (want {})", self.cos.len(), t * t),
+                format!("{} cosines for {t} observations (want {t} x {t})", self.cos.len()),
             ));
         }
         finite("y", self.y)?;
@@ -201,6 +201,7 @@ impl Hyper {
     /// (1 when it is <= 1e-24 or there is one observation, as the standardisation takes
     /// std := 1) and `noise = jitter · signal`.
     pub fn paper(kernel: Kernel, obs: &Observed, jitter: f64) -> Result<Hyper> {
+        kernel.validate()?;
         let t = obs.check()?;
         if !(jitter.is_finite() && jitter > 0.0) {
             return Err(Error::invalid(
@@ -377,7 +378,8 @@ fn evaluate(f: &Factored, obs: &Observed, h: &Hyper) -> Evidence {
 pub struct FitOptions {
     /// Most BFGS iterations. By default 30.
     pub max_iter: usize,
-    /// Box of the log bandwidth (ignored by the cosine kernel).
+    /// Box of the log bandwidth (ignored by the cosine kernel), widened to hold the start's.
+    /// By default `[ln 1e-2, ln 1e3]`.
     pub log_bandwidth: (f64, f64),
     /// Box of `ln signal`.
     pub log_signal: (f64, f64),
@@ -436,11 +438,13 @@ impl FitOptions {
         Ok(())
     }
 
-    fn boxes(&self, family: KernelKind) -> [(f64, f64); 3] {
+    /// The boxes of the three log coordinates; the bandwidth's widened to hold `start`'s
+    /// (a median heuristic outside the default box is not moved before the search).
+    fn boxes(&self, family: KernelKind, start: f64) -> [(f64, f64); 3] {
         let bw = if family == KernelKind::Cosine {
             (0.0, 0.0)
         } else {
-            self.log_bandwidth
+            (self.log_bandwidth.0.min(start), self.log_bandwidth.1.max(start))
         };
         [bw, self.log_signal, self.log_noise_ratio]
     }
@@ -506,13 +510,13 @@ fn profile(f: &Factored, obs: &Observed, start: &Hyper, opts: &FitOptions) -> (f
 }
 
 /// Maximises the evidence from `start` (see the module docs). The start is moved into the
-/// boxes first. An error names the input when `obs`, `start` or `opts` is bad, or when the
+/// boxes first (the bandwidth's box is widened to hold it). An error names the input when `obs`, `start` or `opts` is bad, or when the
 /// covariance does not factor at the start.
 pub fn fit(family: KernelKind, obs: &Observed, start: &Hyper, opts: &FitOptions) -> Result<Fit> {
     let t = obs.check()?;
     start.check()?;
     opts.validate()?;
-    let boxes = opts.boxes(family);
+    let boxes = opts.boxes(family, start.log_bandwidth);
     let project = |x: [f64; 3]| -> [f64; 3] { std::array::from_fn(|i| x[i].clamp(boxes[i].0, boxes[i].1)) };
     let mut evaluations = 0usize;
     // The negative profiled evidence at x, with the hyperparameters it was taken at.
@@ -587,8 +591,9 @@ pub fn fit(family: KernelKind, obs: &Observed, start: &Hyper, opts: &FitOptions)
         for _ in 0..40 {
             let xn = project(std::array::from_fn(|i| x[i] + step * d[i]));
             if let Some(r) = eval(xn) {
+                // The projected step must go downhill, and by enough (Armijo).
                 let decrease: f64 = (0..3).map(|i| g[i] * (xn[i] - x[i])).sum();
-                if r.0 <= fx + 1e-4 * decrease {
+                if decrease < 0.0 && r.0 <= fx + 1e-4 * decrease {
                     next = Some((xn, r));
                     break;
                 }

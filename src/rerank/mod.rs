@@ -54,7 +54,10 @@ use crate::error::Result;
 use crate::pool::Pool;
 use crate::similarity::Kernel;
 pub use acquire::{boundary_pick, boundary_pick_tokens, ucb_pick};
-pub use config::{Acquisition, Hyperparameters, KernelChoice, Method, Prior, RerankConfig, EVIDENCE_FIRST};
+pub use config::{
+    Acquisition, Hyperparameters, KernelChoice, Method, Prior, RerankConfig, EVIDENCE_FIRST,
+    EVIDENCE_MAX_OBSERVATIONS,
+};
 use gp::PoolKernel;
 pub use gp::RowPrecision;
 pub use options::RerankOptions;

@@ -11,7 +11,7 @@ use super::rgs::rgs;
 use super::run::Run;
 use super::{
     kernel_rows, kernel_rows_in, Acquisition, Hyperparameters, KernelChoice, Method, Oracle, Prior,
-    RerankConfig, RowPrecision, EVIDENCE_FIRST,
+    RerankConfig, RowPrecision, EVIDENCE_FIRST, EVIDENCE_MAX_OBSERVATIONS,
 };
 use crate::backend::{BackendKind, Engine, Storage};
 use crate::error::{Error, Result};
@@ -345,7 +345,11 @@ impl Reranker {
                     let rows: &PoolKernel<'_> = if epoch.kernel == kernel {
                         &src
                     } else {
-                        refitted = kernel_rows(pool, query, epoch.kernel)?;
+                        refitted = if half {
+                            kernel_rows_in(pool, query, epoch.kernel, cfg.row_precision)?
+                        } else {
+                            kernel_rows(pool, query, epoch.kernel)?
+                        };
                         &refitted
                     };
                     let store = self.engine.gp_store(rows, mu0.clone())?;
@@ -391,7 +395,7 @@ impl Reranker {
                         mean: vec![0.0; n],
                         var: vec![0.0; n],
                     };
-                    let mut due = false;
+                    let mut refitted_epoch = None;
                     while run.scored.len() < budget {
                         let q = cfg.batch.min(budget - run.scored.len());
                         if !search.round(&mut run, q)? {
@@ -401,13 +405,31 @@ impl Reranker {
                             ));
                             break;
                         }
-                        if by_evidence && run.scored.len() >= epoch.next_fit && run.scored.len() < budget {
-                            due = true;
-                            break;
+                        let calls = run.scored.len();
+                        if by_evidence
+                            && calls >= epoch.next_fit
+                            && calls < budget
+                            && calls < EVIDENCE_MAX_OBSERVATIONS
+                        {
+                            match epoch.refit(rows, &run, &mu0, mu0_q) {
+                                Ok(next) => {
+                                    refitted_epoch = Some(next);
+                                    break;
+                                }
+                                // Not seen (the covariance factors at every start a run
+                                // makes); the run goes on in this GP rather than fail
+                                // after its calls are spent.
+                                Err(e) => {
+                                    notes.push(format!(
+                                        "the evidence's fit at {calls} calls failed ({e}); the hyperparameters in force were kept"
+                                    ));
+                                    epoch.next_fit = 2 * calls;
+                                }
+                            }
                         }
                     }
-                    if due {
-                        epoch = epoch.refit(rows, &run, &mu0, mu0_q)?;
+                    if let Some(next) = refitted_epoch {
+                        epoch = next;
                         continue;
                     }
                     search.refresh(&run, &[])?;
@@ -498,7 +520,7 @@ impl Epoch {
         let mut cos = vec![0.0; t * t];
         for a in 0..t {
             for b in 0..=a {
-                let c = rows.cosine(idx[a], idx[b]);
+                let c = rows.cosine(idx[a], idx[b])?;
                 cos[a * t + b] = c;
                 cos[b * t + a] = c;
             }
