@@ -111,7 +111,7 @@ fn benches(c: &mut Criterion) {
             );
         }
     }
-    // Hyperparameters by the evidence: fits at 5, 10, 20, 40 and 80 calls (B = 100), each
+    // Hyperparameters by the evidence: fits at 10, 20, 40 and 80 calls (B = 100), each
     // followed by a rebuild of the GP that replays the calls so far.
     let budget = 100usize;
     let mut ec = cfg(budget, RowPrecision::F32);

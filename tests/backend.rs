@@ -324,7 +324,7 @@ fn rerank_gp_runs_the_same_on_every_backend() {
             (Method::BoundaryMorph, Acquisition::Ucb, Hyperparameters::Paper),
             (Method::Rgs, Acquisition::Boundary, Hyperparameters::Paper),
             (Method::RgsSimple, Acquisition::Boundary, Hyperparameters::Paper),
-            // Rebuilt on the fitted kernel at 5, 10 and 20 calls.
+            // Rebuilt on the fitted kernel at 10 and 20 calls.
             (
                 Method::BoundaryMorph,
                 Acquisition::Boundary,

@@ -715,7 +715,7 @@ fn pool_cosines_are_what_the_kernel_rows_apply_the_kernel_to() {
 }
 
 /// What BoundaryMORPH with `hyperparameters = evidence` must do, from scratch: the paper's
-/// dense posterior until the first fit; at 5 calls and whenever the calls have doubled, a
+/// dense posterior until the first fit; at 10 calls and whenever the calls have doubled, a
 /// fit of the evidence over the query and the calls (warm-started), then the dense
 /// posterior of the fitted model on the fitted kernel; the boundary rule at every step.
 fn evidence_replay(
@@ -740,7 +740,8 @@ fn evidence_replay(
     let mu0_q = if mips { 1.0 } else { 0.0 };
     let mut kernel = p.kernel;
     let mut fitted: Option<Hyper> = None;
-    let mut next = 5;
+    let mut next = 10;
+    assert_eq!(next, ctxprune::rerank::EVIDENCE_FIRST);
     let mut y = vec![None; n];
     let mut calls: Vec<usize> = vec![];
     while calls.len() < budget {
@@ -799,7 +800,7 @@ fn boundary_morph_by_the_evidence_follows_a_dense_replay_call_for_call() {
     for (n, d, seed, budget, prior, prec) in [
         (48usize, 7usize, 21u64, 23usize, Prior::Mips, RowPrecision::F32),
         (37, 5, 22, 12, Prior::Zero, RowPrecision::F32),
-        (40, 9, 23, 4, Prior::Mips, RowPrecision::F32),
+        (40, 9, 23, 10, Prior::Mips, RowPrecision::F32),
         // Every epoch reads the half-precision copy, the first and the refitted ones.
         (45, 11, 24, 21, Prior::Zero, RowPrecision::Bf16),
     ] {
@@ -827,8 +828,8 @@ fn boundary_morph_by_the_evidence_follows_a_dense_replay_call_for_call() {
         let (calls, fitted) = evidence_replay(&p, &scores, budget, cap, prior, prec);
         assert_eq!(got.scored, calls, "n={n} prior {prior:?}");
         assert_eq!(got.hyperparameters, fitted, "n={n}");
-        // Fits at 5, 10 and 20 calls (before the budget ends); none below 5.
-        assert_eq!(got.hyperparameters.is_some(), budget > 5, "n={n}");
+        // Fits at 10 and 20 calls (before the budget ends); none below 10.
+        assert_eq!(got.hyperparameters.is_some(), budget > 10, "n={n}");
         if let Some(h) = got.hyperparameters {
             assert_eq!(
                 got.kernel,

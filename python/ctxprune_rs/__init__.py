@@ -367,7 +367,7 @@ class Reranker:
     the pool, half the bytes; every method but single-stage); `hyperparameters` ("paper",
     the default, or "evidence": the GP's kernel bandwidth, signal and noise variances and
     the prior's scale and offset fitted by type-II maximum likelihood of the scores seen,
-    after 5 calls and whenever the calls have doubled, up to 160; boundary-morph with the
+    after 10 calls and whenever the calls have doubled, up to 160; boundary-morph with the
     mips or zero prior)."""
 
     def __init__(

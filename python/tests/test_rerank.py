@@ -61,7 +61,7 @@ def test_equals_the_rust_api(tmp_path, rng, method, extra):
     assert got.kappa == pytest.approx(want["kappa"]) if want["kappa"] is not None else got.kappa is None
     assert got.hyperparameters == want["hyperparameters"]
     if "evidence" in extra:
-        # Fitted at 5, 10 and 20 calls: the last fit, in the model's units.
+        # Fitted at 10 and 20 calls: the last fit, in the model's units.
         h = got.hyperparameters
         assert set(h) == {"log_bandwidth", "signal", "noise", "scale", "offset"}
         assert h["signal"] > 0 and h["noise"] >= 1e-4 * h["signal"] * (1 - 1e-12)

@@ -38,7 +38,7 @@ impl RerankConfig {
             },
         };
         // Hyperparameters by the evidence: the fits (dense on the t x t block of calls, at
-        // most 1 + 30 x 40 evaluations of about 2 t³ each, at t = 5, 10, ... while t is at most
+        // most 1 + 30 x 40 evaluations of about 2 t³ each, at t = 10, 20, ... while t is below
         // EVIDENCE_MAX_OBSERVATIONS) and the rebuilds after them, each replaying the calls
         // so far (t kernel rows and the O(n t) updates).
         let evidence = if self.hyperparameters == super::Hyperparameters::Evidence {
@@ -89,9 +89,10 @@ mod tests {
             c.estimate(10_000, 384)
         };
         use super::super::Hyperparameters::{Evidence, Paper};
-        // No fit below 5 calls: the same estimate as the paper's.
-        assert_eq!(est(5, Evidence), est(5, Paper));
-        for b in [6, 100, 1000] {
+        // No fit before the first is due: the same estimate as the paper's.
+        let first = super::super::EVIDENCE_FIRST;
+        assert_eq!(est(first, Evidence), est(first, Paper));
+        for b in [first + 1, 100, 1000] {
             assert!(est(b, Evidence).ops > est(b, Paper).ops, "{b}");
         }
         // Fits stop at the cap (the last at 160 calls): beyond it only the budget's own

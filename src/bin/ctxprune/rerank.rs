@@ -103,7 +103,7 @@ pub struct RerankArgs {
     pub row_precision: Option<String>,
     /// How the GP's hyperparameters are set (boundary-morph): paper (default, the paper's
     /// heuristics) or evidence (type-II maximum likelihood of the scores seen, refitted after
-    /// 5 calls and whenever the calls have doubled, up to 160; with --prior mips or zero).
+    /// 10 calls and whenever the calls have doubled, up to 160; with --prior mips or zero).
     #[arg(long)]
     pub hyperparameters: Option<String>,
     /// auto, cpu or cuda (the CTXPRUNE_BACKEND variable, cpu, cuda or auto, overrides auto).
