@@ -39,6 +39,17 @@ pub(crate) fn bp(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Opti
     boundary_pick(mean, var, y, k).unwrap()
 }
 
+/// A dense posterior with the scored documents (and a round's fantasies) overlaid: their
+/// mean is their score and their variance 0, as a run reads them.
+pub(crate) fn overlay(m: &mut [f64], v: &mut [f64], y: &[Option<f64>]) {
+    for (i, s) in y.iter().enumerate() {
+        if let Some(s) = *s {
+            m[i] = s;
+            v[i] = 0.0;
+        }
+    }
+}
+
 /// `cfg` on the pool with its kernel.
 pub(crate) fn rerank(cfg: &RerankConfig, p: &P, o: &mut dyn Oracle) -> ctxprune::Result<Reranked> {
     let mut cfg = cfg.clone();
@@ -180,12 +191,7 @@ fn boundary_morph_follows_the_full_refit_call_for_call() {
     let mut calls = vec![];
     for _ in 0..budget {
         let (mut m, mut v) = full_refit(&k, &mu0, &obs, 1e-4);
-        for i in 0..n {
-            if let Some(s) = y[i] {
-                m[i] = s;
-                v[i] = 0.0;
-            }
-        }
+        overlay(&mut m, &mut v, &y);
         let Some(j) = bp(&m, &v, &y, cap) else {
             break;
         };

@@ -4,7 +4,7 @@
 //! on hand-made pools, App. C.2's RGS against its degenerate case, and App. E.1's
 //! multimodal mass and the token-normalised nCG by hand.
 
-use crate::rerank::{bp, full_refit, pool, rerank, P};
+use crate::rerank::{bp, full_refit, overlay, pool, rerank, P};
 use crate::slow;
 use ctxprune::rerank::gp::{Gp, KernelRows};
 use ctxprune::rerank::metrics::ncg_tokens;
@@ -112,12 +112,7 @@ fn dense_batch_replay(p: &P, scores: &[f64], budget: usize, cap: usize, q: usize
         let mut yy = y.clone();
         while picks.len() < q_now {
             let (mut m, mut v) = full_refit(&k, &mu0, &obs, 1e-4);
-            for i in 0..n {
-                if let Some(s) = yy[i] {
-                    m[i] = s;
-                    v[i] = 0.0;
-                }
-            }
+            overlay(&mut m, &mut v, &yy);
             let Some(j) = bp(&m, &v, &yy, cap) else {
                 break;
             };

@@ -4,7 +4,7 @@
 //! sizes; the gradient against central finite differences of that evaluation; the
 //! profiled scale and offset against the normal equations; the fit against a grid.
 
-use crate::rerank::{bp, full_refit, pool, rerank, P};
+use crate::rerank::{bp, full_refit, overlay, pool, rerank, P};
 use crate::slow;
 use ctxprune::backend::cpu::gp::CpuStore;
 use ctxprune::rerank::evidence::{
@@ -756,12 +756,7 @@ fn evidence_replay(
             }
             Some(h) => dense_fitted(&k, &mu0, &obs, h),
         };
-        for i in 0..n {
-            if let Some(s) = y[i] {
-                m[i] = s;
-                v[i] = 0.0;
-            }
-        }
+        overlay(&mut m, &mut v, &y);
         let Some(j) = bp(&m, &v, &y, cap) else {
             break;
         };

@@ -289,14 +289,14 @@ fn rerank_mask_and_cost_answer_as_the_library() {
     let scores: Vec<f64> = (0..60).map(|i| ((i * 37) % 60) as f64 / 60.0).collect();
     let engine = Engine::cpu();
     let pool = Pool::new(&engine, embeddings(&rows)).unwrap();
-    let r = Reranker::new(
-        &engine,
-        RerankOptions::new("boundary-morph", 17, 5).config().unwrap(),
-    )
-    .unwrap();
-    let want = r
-        .rerank(&pool, &q, &mut Precomputed::new(scores.clone(), 17).unwrap())
-        .unwrap();
+    // The library's run with these options.
+    let library = |opts: RerankOptions| {
+        Reranker::new(&engine, opts.config().unwrap())
+            .unwrap()
+            .rerank(&pool, &q, &mut Precomputed::new(scores.clone(), 17).unwrap())
+            .unwrap()
+    };
+    let want = library(RerankOptions::new("boundary-morph", 17, 5));
     let (st, v) = post(
         &s,
         "/v1/rerank",
@@ -307,19 +307,10 @@ fn rerank_mask_and_cost_answer_as_the_library() {
     assert_eq!(v["scored"], json!(want.scored));
     assert_eq!(v["hyperparameters"], json!(null));
     // Hyperparameters by the evidence, as the library fits them.
-    let r = Reranker::new(
-        &engine,
-        RerankOptions {
-            hyperparameters: Some("evidence"),
-            ..RerankOptions::new("boundary-morph", 17, 5)
-        }
-        .config()
-        .unwrap(),
-    )
-    .unwrap();
-    let want = r
-        .rerank(&pool, &q, &mut Precomputed::new(scores.clone(), 17).unwrap())
-        .unwrap();
+    let want = library(RerankOptions {
+        hyperparameters: Some("evidence"),
+        ..RerankOptions::new("boundary-morph", 17, 5)
+    });
     let (st, v) = post(
         &s,
         "/v1/rerank",
