@@ -185,6 +185,20 @@ def hashed_vector(text: str, dim: int = 24) -> list:
     return v.tolist()
 
 
+def sigmoid(x: float) -> float:
+    """The score map "sigmoid" as the integrations document it: the logistic, evaluated
+    as e^x / (1 + e^x) below zero so it does not overflow. Tests that compare an
+    integration's scores bit for bit with ctxprune_rs.rerank's use this form: the plain
+    1 / (1 + e^-x) differs from it in the last bit for some negative x, which changes
+    nothing but the equality of the scores."""
+    import math
+
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
 def passages(n: int = 41) -> list:
     """n short texts of uneven length on a handful of subjects."""
     subjects = ["dates and time zones", "hash maps", "regular expressions", "async sockets", "json serde",

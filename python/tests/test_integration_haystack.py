@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import framework, hashed_vector, passages
+from conftest import framework, hashed_vector, passages, sigmoid
 
 import ctxprune_rs
 
@@ -98,7 +98,7 @@ def test_budgeted_ranker_calls_at_most_budget_and_matches_rerank():
     texts = [d.content for d in retrieved]
     X = np.asarray([d.embedding for d in retrieved], dtype=np.float32)
     q = np.asarray(hashed_vector(QUERY), dtype=np.float32)
-    oracle = lambda idx: [1 / (1 + math.exp(-math.sin(len(texts[int(i)]) * 0.41) * 2.0)) for i in idx]  # noqa: E731
+    oracle = lambda idx: [sigmoid(math.sin(len(texts[int(i)]) * 0.41) * 2.0) for i in idx]  # noqa: E731
     want = ctxprune_rs.rerank(X, q, oracle, 9, 4)
     got = out["ctx"]["documents"]
     assert [d.content for d in got] == [texts[i] for i in want.indices]

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import framework, passages
+from conftest import framework, passages, sigmoid
 
 import ctxprune_rs
 
@@ -173,7 +173,7 @@ def test_rerank_calls_the_cross_encoder_at_most_budget_times_and_matches_rerank(
     assert ce.pairs <= budget
     # ctxprune_rs.rerank with the same oracle scores (the sigmoid of the logits).
     logit = lambda t: math.sin(len(t) * 0.37) * 3.0  # noqa: E731
-    oracle = lambda idx: [1 / (1 + math.exp(-logit(texts[int(i)]))) for i in idx]  # noqa: E731
+    oracle = lambda idx: [sigmoid(logit(texts[int(i)])) for i in idx]  # noqa: E731
     kw = {} if batch is None else {"batch": batch}
     want = ctxprune_rs.rerank(X, q, oracle, budget, top_n, **kw)
     assert [d.metadata["i"] for d in got] == want.indices.tolist()

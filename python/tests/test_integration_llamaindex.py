@@ -9,7 +9,7 @@ import pickle
 
 import numpy as np
 import pytest
-from conftest import framework, hashed_vector, passages
+from conftest import framework, hashed_vector, passages, sigmoid
 
 import ctxprune_rs
 
@@ -100,7 +100,7 @@ def test_rerank_in_a_query_engine_calls_at_most_budget_and_matches_rerank():
     resp = qe.query(QUERY)
     assert sum(calls) <= 10
     texts, X, q = vectors_of(nodes)
-    oracle = lambda idx: [1 / (1 + math.exp(-math.cos(len(texts[int(i)]) * 0.29) * 2.5)) for i in idx]  # noqa: E731
+    oracle = lambda idx: [sigmoid(math.cos(len(texts[int(i)]) * 0.29) * 2.5) for i in idx]  # noqa: E731
     want = ctxprune_rs.rerank(X, q, oracle, 10, 4)
     assert [n.node.get_content() for n in resp.source_nodes] == [texts[i] for i in want.indices]
     scores = dict(zip(want.scored.tolist(), want.scores.tolist()))

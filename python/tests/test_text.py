@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT, cli, minilm_dir, passages, problem
+from conftest import ROOT, cli, minilm_dir, passages, problem, sigmoid
 
 import ctxprune_rs
 
@@ -98,7 +98,7 @@ def test_rerank_texts_calls_the_scorer_at_most_budget_times():
     assert sum(calls) <= 12
     X = ctxprune_rs.embed(texts, model)
     q = ctxprune_rs.embed([query], model)[0]
-    sig = lambda v: 1 / (1 + math.exp(-v))  # noqa: E731
+    sig = sigmoid
     oracle = lambda idx: [sig(3.0 if "json" in texts[int(i)] else -1.0 + 0.01 * len(texts[int(i)])) for i in idx]  # noqa: E731
     want = ctxprune_rs.rerank(X, q, oracle, 12, 3)
     assert got.indices == want.indices.tolist()
