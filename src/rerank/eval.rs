@@ -16,6 +16,7 @@
 //!   each, and the 4th and 5th nearest other topics to the query 1.0 and 0.9. A MIPS prior
 //!   holds the search where the oracle says little is.
 
+use super::eval_set::ProblemSet;
 use super::metrics::{ncg, ncg_tokens};
 use super::{
     Acquisition, Hyperparameters, KernelChoice, Method, Precomputed, Prior, RerankConfig, Reranker,
@@ -292,8 +293,9 @@ pub fn variants() -> Vec<Variant> {
 /// Mean quality of one method in one cell.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cell {
-    /// The problems' mode.
-    pub mode: Mode,
+    /// The problems' group: a generated mode's name (`diffuse`, `trap`), or a problem
+    /// set's at a noise (`<set>@<noise>`, [`run_set`]).
+    pub set: String,
     /// Method name.
     pub method: String,
     /// Oracle budget.
@@ -332,12 +334,13 @@ pub struct Spec {
     pub token_capacity: Option<u64>,
 }
 
-/// The outcome of [`run_spec`]: the cells, and per mode each problem's multimodal mass.
+/// The outcome of [`run_spec`] or [`run_set`]: the cells, and per group (mode, or noise)
+/// each problem's multimodal mass.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
     /// Every (mode, budget, capacity, method) cell.
     pub cells: Vec<Cell>,
-    /// Per mode (in [`Spec::modes`] order), the problems' multimodal mass
+    /// Per group (in [`Spec::modes`] or noise order), the problems' multimodal mass
     /// ([`super::peaks`], App. E.1's settings).
     pub multimodal_mass: Vec<Vec<f64>>,
 }
@@ -485,106 +488,212 @@ pub fn run_spec_in(
     if modes.is_empty() {
         return Err(Error::invalid("modes", "is empty"));
     }
+    let grid = Grid {
+        budgets: budgets.clone(),
+        capacities: capacities.clone(),
+        token_capacity,
+        row_precision,
+        peaks,
+    };
+    let mut out = Outcome {
+        cells: Vec::new(),
+        multimodal_mass: Vec::new(),
+    };
+    for &mode in modes {
+        let seeds: Vec<u64> = seeds(seed, problems)?.collect();
+        let (cells, mm) = run_group(mode.name(), problems, &grid, progress, &mut |p| {
+            generate_mode(n, 64, seeds[p], mode)
+        })?;
+        out.cells.extend(cells);
+        out.multimodal_mass.push(mm);
+    }
+    Ok(out)
+}
+
+/// What every group of problems runs: each variant at each budget and capacity, with a
+/// token capacity or none, kernel rows read in `row_precision`, and with `peaks` each
+/// problem's multimodal mass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Grid {
+    /// Oracle budgets.
+    pub budgets: Vec<usize>,
+    /// Capacities `k`.
+    pub capacities: Vec<usize>,
+    /// A token capacity for every run ([`Spec::token_capacity`]).
+    pub token_capacity: Option<u64>,
+    /// The precision of the pool copy kernel rows are read from (all but single-stage).
+    pub row_precision: RowPrecision,
+    /// Measure each problem's multimodal mass.
+    pub peaks: bool,
+}
+
+/// Runs every variant on each problem of `set` at each simulated cross-encoder noise in
+/// `noises` (problem `i` seeded by `seed + i`; [`ProblemSet::problem`]); the cells of noise
+/// `s` are named `<set>@<s>`. Errors name `noises`, `budgets`, `capacities` (checked
+/// against the set's pool size) or `token_capacity` (a set without token counts).
+pub fn run_set(
+    set: &ProblemSet,
+    noises: &[f64],
+    seed: u64,
+    grid: &Grid,
+    progress: &mut dyn FnMut(&Step),
+) -> Result<Outcome> {
+    check_set(set, noises, seed, grid)?;
+    let mut out = Outcome {
+        cells: Vec::new(),
+        multimodal_mass: Vec::new(),
+    };
+    for &s in noises {
+        let name = format!("{}@{s}", set.name());
+        let (cells, mm) = run_group(&name, set.len(), grid, progress, &mut |p| set.problem(p, s, seed))?;
+        out.cells.extend(cells);
+        out.multimodal_mass.push(mm);
+    }
+    Ok(out)
+}
+
+/// Checks [`run_set`]'s arguments before any work: [`check`] against the set's size and
+/// pool size; `noises` non-empty, each finite and at least 0, none repeated; a token
+/// capacity only for a set with token counts.
+pub fn check_set(set: &ProblemSet, noises: &[f64], seed: u64, grid: &Grid) -> Result<()> {
+    check(set.len(), seed, set.pool_size(), &grid.budgets, &grid.capacities)?;
+    if noises.is_empty() {
+        return Err(Error::invalid("noise", "is empty"));
+    }
+    for (i, &s) in noises.iter().enumerate() {
+        if !(s.is_finite() && s >= 0.0) {
+            return Err(Error::invalid(
+                "noise",
+                format!("element {i} ({s}) is not a finite number >= 0"),
+            ));
+        }
+        if let Some(j) = noises[..i].iter().position(|&t| t == s) {
+            return Err(Error::invalid(
+                "noise",
+                format!("element {i} ({s}) repeats element {j}"),
+            ));
+        }
+    }
+    match grid.token_capacity {
+        Some(0) => Err(Error::invalid("token_capacity", "must be at least 1")),
+        Some(_) if !set.has_tokens() => Err(Error::invalid(
+            "token_capacity",
+            "the problem set has no 'tokens' tensor",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Every variant of [`variants`] on problems `0..problems` of one group (`problem(p)`
+/// makes problem `p`), under `grid`: the group's cells, named `group`, and its problems'
+/// multimodal masses (empty without `grid.peaks`).
+fn run_group(
+    group: &str,
+    problems: usize,
+    grid: &Grid,
+    progress: &mut dyn FnMut(&Step),
+    problem: &mut dyn FnMut(usize) -> Result<Problem>,
+) -> Result<(Vec<Cell>, Vec<f64>)> {
+    let Grid {
+        ref budgets,
+        ref capacities,
+        token_capacity,
+        row_precision,
+        peaks,
+    } = *grid;
     if token_capacity == Some(0) {
         return Err(Error::invalid("token_capacity", "must be at least 1"));
     }
     let vs = variants();
-    let per_mode = vs
+    let per_group = vs
         .len()
         .checked_mul(budgets.len())
         .and_then(|c| c.checked_mul(capacities.len()))
         .ok_or_else(|| Error::invalid("budgets", "too many budgets × capacities"))?;
-    let mut cells = Vec::new();
-    let mut masses = Vec::new();
-    for &mode in modes {
-        let mut per = vec![Vec::with_capacity(problems); per_mode];
-        let mut sums = vec![(0.0, 0.0, 0.0); per_mode];
-        let mut alphas = vec![None; per_mode];
-        let mut mm = Vec::new();
-        for (p, s) in seeds(seed, problems)?.enumerate() {
-            let prob = generate_mode(n, 64, s, mode)?;
-            if peaks {
-                let l = super::peaks::landscape(&prob.pool, &prob.oracle, Default::default())?;
-                mm.push(l.multimodal_mass);
-            }
-            let mut slot = 0;
-            for &b in budgets {
-                for &k in capacities {
-                    for v in &vs {
-                        let mut cfg = RerankConfig::new(v.method, b, k);
-                        cfg.prior = v.prior;
-                        cfg.acquisition = v.acquisition;
-                        cfg.beta0 = v.beta0;
-                        cfg.batch = v.batch;
-                        cfg.prior_probes = b.checked_div(v.probes_div).unwrap_or(0);
-                        cfg.hyperparameters = v.hyperparameters;
-                        cfg.token_capacity = token_capacity;
-                        cfg.kernel = KernelChoice::Fixed(prob.kernel);
-                        if v.method != Method::SingleStage {
-                            cfg.row_precision = row_precision;
-                        }
-                        let mut o = Precomputed::new(prob.oracle.clone(), b)?;
-                        let tokens = token_capacity.map(|_| &prob.tokens[..]);
-                        let r = Reranker::new(prob.pool.engine(), cfg)?.rerank_tokens(
-                            &prob.pool,
-                            &prob.query,
-                            tokens,
-                            &mut o,
-                        )?;
-                        let (ce, g) = match token_capacity {
-                            None => (ncg(&r.selected, &prob.oracle), ncg(&r.selected, &prob.labels)),
-                            Some(t) => (
-                                ncg_tokens(&r.selected, &prob.oracle, &prob.tokens, t),
-                                ncg_tokens(&r.selected, &prob.labels, &prob.tokens, t),
-                            ),
-                        };
-                        sums[slot].0 += ce;
-                        sums[slot].1 += g;
-                        sums[slot].2 += r.rounds as f64;
-                        if let Some(a) = r.alpha {
-                            *alphas[slot].get_or_insert(0.0) += a;
-                        }
-                        per[slot].push(ce);
-                        slot += 1;
-                        progress(&Step {
-                            problem: p + 1,
-                            problems,
-                            method: v.name,
-                            budget: b,
-                            capacity: k,
-                            run: slot,
-                            runs: per_mode,
-                        });
-                    }
-                }
-            }
+    let mut per = vec![Vec::with_capacity(problems); per_group];
+    let mut sums = vec![(0.0, 0.0, 0.0); per_group];
+    let mut alphas = vec![None; per_group];
+    let mut mm = Vec::new();
+    for p in 0..problems {
+        let prob = problem(p)?;
+        if peaks {
+            let l = super::peaks::landscape(&prob.pool, &prob.oracle, Default::default())?;
+            mm.push(l.multimodal_mass);
         }
         let mut slot = 0;
         for &b in budgets {
             for &k in capacities {
                 for v in &vs {
-                    let (c, g, r) = sums[slot];
-                    cells.push(Cell {
-                        mode,
-                        method: v.name.to_string(),
+                    let mut cfg = RerankConfig::new(v.method, b, k);
+                    cfg.prior = v.prior;
+                    cfg.acquisition = v.acquisition;
+                    cfg.beta0 = v.beta0;
+                    cfg.batch = v.batch;
+                    cfg.prior_probes = b.checked_div(v.probes_div).unwrap_or(0);
+                    cfg.hyperparameters = v.hyperparameters;
+                    cfg.token_capacity = token_capacity;
+                    cfg.kernel = KernelChoice::Fixed(prob.kernel);
+                    if v.method != Method::SingleStage {
+                        cfg.row_precision = row_precision;
+                    }
+                    let mut o = Precomputed::new(prob.oracle.clone(), b)?;
+                    let tokens = token_capacity.map(|_| &prob.tokens[..]);
+                    let r = Reranker::new(prob.pool.engine(), cfg)?.rerank_tokens(
+                        &prob.pool,
+                        &prob.query,
+                        tokens,
+                        &mut o,
+                    )?;
+                    let (ce, g) = match token_capacity {
+                        None => (ncg(&r.selected, &prob.oracle), ncg(&r.selected, &prob.labels)),
+                        Some(t) => (
+                            ncg_tokens(&r.selected, &prob.oracle, &prob.tokens, t),
+                            ncg_tokens(&r.selected, &prob.labels, &prob.tokens, t),
+                        ),
+                    };
+                    sums[slot].0 += ce;
+                    sums[slot].1 += g;
+                    sums[slot].2 += r.rounds as f64;
+                    if let Some(a) = r.alpha {
+                        *alphas[slot].get_or_insert(0.0) += a;
+                    }
+                    per[slot].push(ce);
+                    slot += 1;
+                    progress(&Step {
+                        problem: p + 1,
+                        problems,
+                        method: v.name,
                         budget: b,
                         capacity: k,
-                        ce_ncg: c / problems as f64,
-                        ncg: g / problems as f64,
-                        per_problem: std::mem::take(&mut per[slot]),
-                        rounds: r / problems as f64,
-                        alpha: alphas[slot].map(|a: f64| a / problems as f64),
+                        run: slot,
+                        runs: per_group,
                     });
-                    slot += 1;
                 }
             }
         }
-        masses.push(mm);
     }
-    Ok(Outcome {
-        cells,
-        multimodal_mass: masses,
-    })
+    let mut cells = Vec::with_capacity(per_group);
+    let mut slot = 0;
+    for &b in budgets {
+        for &k in capacities {
+            for v in &vs {
+                let (c, g, r) = sums[slot];
+                cells.push(Cell {
+                    set: group.to_string(),
+                    method: v.name.to_string(),
+                    budget: b,
+                    capacity: k,
+                    ce_ncg: c / problems as f64,
+                    ncg: g / problems as f64,
+                    per_problem: std::mem::take(&mut per[slot]),
+                    rounds: r / problems as f64,
+                    alpha: alphas[slot].map(|a: f64| a / problems as f64),
+                });
+                slot += 1;
+            }
+        }
+    }
+    Ok((cells, mm))
 }
 
 /// Spearman's rank correlation of `x` and `y` (average ranks for ties); `None` for fewer

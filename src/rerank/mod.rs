@@ -37,6 +37,7 @@ mod acquire;
 mod config;
 mod estimate;
 pub mod eval;
+pub mod eval_set;
 pub mod evidence;
 pub mod gp;
 #[cfg(feature = "http")]

@@ -1,4 +1,5 @@
-//! `ctxprune eval`: every budgeted top-k method on built-in seeded problems.
+//! `ctxprune eval`: every budgeted top-k method on built-in seeded problems, and on a
+//! problem set from a file (`--set`).
 //!
 //! Every argument is checked, and the `--plot` file created, before any work; the PNG is
 //! written and synced before the table goes to stdout, so a failure leaves stdout empty.
@@ -6,6 +7,7 @@
 use super::cost::flags;
 use super::parse_list;
 use super::print_out;
+use ctxprune::rerank::eval_set::ProblemSet;
 use ctxprune::rerank::{eval, plot};
 use ctxprune::{Error, Result};
 use std::fmt::Write;
@@ -30,8 +32,17 @@ pub struct EvalArgs {
     pub capacities: String,
     /// Problem modes, comma-separated: diffuse (the query's two topics and a far one)
     /// and trap (the relevant mass far from the MIPS top); each mode has its own problems.
-    #[arg(long, default_value = "diffuse,trap")]
-    pub modes: String,
+    /// Default: both, or none with --set.
+    #[arg(long)]
+    pub modes: Option<String>,
+    /// A problem set file (safetensors: real pools with graded labels, built for example
+    /// by benches/realtext.py), run beside the modes: every problem in it, at each --noise.
+    #[arg(long)]
+    pub set: Option<PathBuf>,
+    /// With --set: the simulated cross-encoder's noise levels, comma-separated (its score
+    /// is clamp(label / top label + noise · N(0, 1), 0, 1)).
+    #[arg(long, default_value = "0.1", allow_hyphen_values = true)]
+    pub noise: String,
     /// A token capacity T for every run (each document has a token count): the columns are
     /// then token-normalised nCG (see docs/rerank.md).
     #[arg(long, allow_hyphen_values = true)]
@@ -61,102 +72,163 @@ pub fn run(a: EvalArgs) -> Result<()> {
         "modes",
         "token-capacity",
         "row-precision",
+        "noise",
+        "set",
     ];
     let row_precision: ctxprune::rerank::RowPrecision = flags(a.row_precision.parse(), &names)?;
     let mut modes: Vec<eval::Mode> = Vec::new();
-    for m in a.modes.split(',') {
+    let mode_list = match (&a.modes, &a.set) {
+        (Some(m), _) => m.as_str(),
+        (None, None) => "diffuse,trap",
+        (None, Some(_)) => "",
+    };
+    for m in mode_list
+        .split(',')
+        .filter(|m| !(m.is_empty() && a.set.is_some()))
+    {
         let m: eval::Mode = flags(m.trim().parse(), &names)?;
         if modes.contains(&m) {
             return Err(Error::invalid("--modes", format!("'{}' is repeated", m.name())));
         }
         modes.push(m);
     }
-    flags(
-        eval::check(a.problems, a.seed, POOL, &budgets, &capacities),
-        &names,
-    )?;
+    let noises: Vec<f64> = parse_list(&a.noise, "--noise")?;
+    if !modes.is_empty() {
+        flags(
+            eval::check(a.problems, a.seed, POOL, &budgets, &capacities),
+            &names,
+        )?;
+    }
     if a.token_capacity == Some(0) {
         return Err(Error::invalid("--token-capacity", "must be at least 1"));
     }
     let seeds = flags(eval::seeds(a.seed, a.problems), &names)?;
+    let set = match &a.set {
+        Some(p) => Some(ProblemSet::load(p)?),
+        None => None,
+    };
+    let grid = eval::Grid {
+        budgets: budgets.clone(),
+        capacities: capacities.clone(),
+        token_capacity: a.token_capacity,
+        row_precision,
+        peaks: !a.no_peaks,
+    };
+    if let Some(s) = &set {
+        flags(eval::check_set(s, &noises, a.seed, &grid), &names)?;
+    }
     let mut png = match &a.plot {
         Some(p) => Some((p, std::fs::File::create(p).map_err(|e| Error::io(p, e))?)),
         None => None,
-    };
-    let spec = eval::Spec {
-        problems: a.problems,
-        seed: a.seed,
-        n: POOL,
-        budgets: budgets.clone(),
-        capacities: capacities.clone(),
-        modes: modes.clone(),
-        token_capacity: a.token_capacity,
     };
     // A progress line whenever 5 s have passed since the start or the last line: budgets
     // in the thousands take seconds per method (O(B² N)).
     let t = std::time::Instant::now();
     let mut said = 0.0;
-    let out = flags(
-        eval::run_spec_in(&spec, row_precision, !a.no_peaks, &mut |s| {
-            let now = t.elapsed().as_secs_f64();
-            if now - said >= 5.0 {
-                said = now;
-                eprintln!(
-                    "problem {}/{}: {}/{} runs done, last {} B = {} k = {} ({now:.1} s)",
-                    s.problem, s.problems, s.run, s.runs, s.method, s.budget, s.capacity
-                );
-            }
-        }),
-        &names,
-    )?;
+    let mut progress = |s: &eval::Step| {
+        let now = t.elapsed().as_secs_f64();
+        if now - said >= 5.0 {
+            said = now;
+            eprintln!(
+                "problem {}/{}: {}/{} runs done, last {} B = {} k = {} ({now:.1} s)",
+                s.problem, s.problems, s.run, s.runs, s.method, s.budget, s.capacity
+            );
+        }
+    };
+    let mut out = eval::Outcome {
+        cells: Vec::new(),
+        multimodal_mass: Vec::new(),
+    };
+    let mut groups: Vec<String> = Vec::new();
+    let mut heads = String::new();
+    if !modes.is_empty() {
+        let spec = eval::Spec {
+            problems: a.problems,
+            seed: a.seed,
+            n: POOL,
+            budgets: budgets.clone(),
+            capacities: capacities.clone(),
+            modes: modes.clone(),
+            token_capacity: a.token_capacity,
+        };
+        let o = flags(
+            eval::run_spec_in(&spec, row_precision, !a.no_peaks, &mut progress),
+            &names,
+        )?;
+        out.cells.extend(o.cells);
+        out.multimodal_mass.extend(o.multimodal_mass);
+        groups.extend(modes.iter().map(|m| m.name().to_string()));
+        let _ = writeln!(
+            heads,
+            "{} problems per mode, N = 10,000, seeds {}..{}{}",
+            a.problems,
+            seeds.start(),
+            seeds.end(),
+            a.token_capacity
+                .map(|t| format!(", token capacity {t}"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(s) = &set {
+        let o = flags(eval::run_set(s, &noises, a.seed, &grid, &mut progress), &names)?;
+        out.cells.extend(o.cells);
+        out.multimodal_mass.extend(o.multimodal_mass);
+        groups.extend(noises.iter().map(|x| format!("{}@{x}", s.name())));
+        let _ = writeln!(
+            heads,
+            "set {}: {} problems, N = {}, simulated cross-encoder noise {}, seeds {}..{}{}",
+            s.name(),
+            s.len(),
+            s.pool_size(),
+            a.noise,
+            a.seed,
+            a.seed.wrapping_add(s.len() as u64 - 1),
+            a.token_capacity
+                .map(|t| format!(", token capacity {t}"))
+                .unwrap_or_default()
+        );
+    }
     let cells = &out.cells;
     if let Some((p, f)) = png.as_mut() {
-        let first: Vec<_> = cells.iter().filter(|c| c.mode == modes[0]).cloned().collect();
+        let first: Vec<_> = cells.iter().filter(|c| c.set == groups[0]).cloned().collect();
         plot::write(f, p, &plot::render(&first)?)?;
     }
     let (ce, g) = match a.token_capacity {
         None => ("CE-nCG@k", "nCG@k"),
         Some(_) => ("CE-nCG_T", "nCG_T"),
     };
-    let mut o = String::new();
+    let width = groups.iter().map(String::len).max().unwrap_or(0).max(8);
+    let mut o = heads;
     let _ = writeln!(
         o,
-        "{} problems per mode, N = 10,000, seeds {}..{}{}",
-        a.problems,
-        seeds.start(),
-        seeds.end(),
-        a.token_capacity
-            .map(|t| format!(", token capacity {t}"))
-            .unwrap_or_default()
+        "{:<width$} {:<21} {:>6} {:>6} {:>10} {:>10} {:>7} {:>6} {:>9}",
+        "set", "method", "B", "k", ce, g, "calls", "alpha", "vs bm"
     );
-    let _ = writeln!(
-        o,
-        "{:<8} {:<20} {:>6} {:>6} {:>10} {:>10} {:>7} {:>6}",
-        "mode", "method", "B", "k", ce, g, "calls", "alpha"
-    );
-    let row = |o: &mut String, c: &eval::Cell, name: &str| {
+    let row = |o: &mut String, c: &eval::Cell, name: &str, bm: Option<&eval::Cell>| {
         let _ = writeln!(
             o,
-            "{:<8} {:<20} {:>6} {:>6} {:>10.4} {:>10.4} {:>7.1} {:>6}",
-            c.mode.name(),
+            "{:<width$} {:<21} {:>6} {:>6} {:>10.4} {:>10.4} {:>7.1} {:>6} {:>9}",
+            c.set,
             name,
             c.budget,
             c.capacity,
             c.ce_ncg,
             c.ncg,
             c.rounds,
-            c.alpha.map_or_else(String::new, |a| format!("{a:.3}"))
+            c.alpha.map_or_else(String::new, |a| format!("{a:.3}")),
+            bm.map_or_else(String::new, |b| wins(c, b))
         );
     };
-    for &m in &modes {
+    for grp in &groups {
         for &b in &budgets {
             for &k in &capacities {
-                let cell = cell_of(cells, m, b, k);
+                let cell = cell_of(cells, grp, b, k);
+                let bm = cell.iter().copied().find(|c| c.method == "boundary-morph");
                 for c in &cell {
-                    row(&mut o, c, &c.method);
+                    row(&mut o, c, &c.method, bm);
                 }
                 if let Some(best) = best_bagel(&cell) {
-                    row(&mut o, best, "bagel(best b0)");
+                    row(&mut o, best, "bagel(best b0)", bm);
                 }
             }
         }
@@ -164,13 +236,13 @@ pub fn run(a: EvalArgs) -> Result<()> {
     if !a.no_peaks {
         // App. E.1 / §5.3: per problem, multimodal mass against BoundaryMORPH's CE-nCG
         // advantage over BAGEL (the beta0 best in the cell), at each (B, k).
-        for (mi, &m) in modes.iter().enumerate() {
-            let mm = &out.multimodal_mass[mi];
+        for (gi, grp) in groups.iter().enumerate() {
+            let mm = &out.multimodal_mass[gi];
             let mean = mm.iter().sum::<f64>() / mm.len().max(1) as f64;
-            let _ = writeln!(o, "{}: multimodal mass mean {mean:.4}", m.name());
+            let _ = writeln!(o, "{grp}: multimodal mass mean {mean:.4}");
             for &b in &budgets {
                 for &k in &capacities {
-                    let cell = cell_of(cells, m, b, k);
+                    let cell = cell_of(cells, grp, b, k);
                     let (Some(bm), Some(bg)) = (
                         cell.iter().find(|c| c.method == "boundary-morph"),
                         best_bagel(&cell),
@@ -187,8 +259,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
                         eval::spearman(mm, &adv).map_or_else(|| "n/a".to_string(), |r| format!("{r:+.3}"));
                     let _ = writeln!(
                         o,
-                        "{}: B = {b} k = {k}: Spearman rho(multimodal mass, boundary-morph - {}) = {rho}",
-                        m.name(),
+                        "{grp}: B = {b} k = {k}: Spearman rho(multimodal mass, boundary-morph - {}) = {rho}",
                         bg.method
                     );
                 }
@@ -202,11 +273,28 @@ pub fn run(a: EvalArgs) -> Result<()> {
     Ok(())
 }
 
-/// The cells of one (mode, budget, capacity), in method order.
-fn cell_of(cells: &[eval::Cell], m: eval::Mode, b: usize, k: usize) -> Vec<&eval::Cell> {
+/// `+W -L`: the problems on which `c`'s CE-nCG is above and below `bm`'s (equal ones are
+/// neither); empty for BoundaryMORPH's own row.
+fn wins(c: &eval::Cell, bm: &eval::Cell) -> String {
+    if std::ptr::eq(c, bm) {
+        return String::new();
+    }
+    let (mut w, mut l) = (0, 0);
+    for (x, y) in c.per_problem.iter().zip(&bm.per_problem) {
+        match x.total_cmp(y) {
+            std::cmp::Ordering::Greater => w += 1,
+            std::cmp::Ordering::Less => l += 1,
+            std::cmp::Ordering::Equal => {}
+        }
+    }
+    format!("+{w} -{l}")
+}
+
+/// The cells of one (group, budget, capacity), in method order.
+fn cell_of<'c>(cells: &'c [eval::Cell], set: &str, b: usize, k: usize) -> Vec<&'c eval::Cell> {
     cells
         .iter()
-        .filter(|c| c.mode == m && c.budget == b && c.capacity == k)
+        .filter(|c| c.set == set && c.budget == b && c.capacity == k)
         .collect()
 }
 
