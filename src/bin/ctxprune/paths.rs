@@ -62,6 +62,7 @@ pub(crate) const PATHS: &[(&str, &str, Kind)] = &[
     ("rerank", "tokens", Kind::File),
     ("rerank", "tokenizer", Kind::Tokenizer),
     ("eval", "plot", Kind::Out),
+    ("eval", "set", Kind::File),
     ("mask", "tokenizer", Kind::Tokenizer),
     ("mask", "stats", Kind::Out),
     ("mask", "model", Kind::Dir),
