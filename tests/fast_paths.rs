@@ -211,3 +211,117 @@ fn select_many_answers_as_one_select_per_request() {
     let s = selector("mmr", "greedy", 3, None);
     assert!(s.select_many(&pool, &[]).is_empty());
 }
+
+/// The `f32` screen of MMR's lazy refresh (`cpu::dot_f32`) is within `dot_f32_bound` of
+/// the exact inner product, relative to `‖a‖ ‖b‖`, on seeded vectors of odd lengths:
+/// Gaussian, sharing a common direction as real text does, nearly cancelling (a second
+/// vector almost orthogonal to the first), and of wide dynamic range. The reference sums
+/// the exact `f64` products of the `f32` entries one by one in `f64` (an error some 1e-16
+/// of `Σ|a_i b_i|`, covered by the slack).
+#[test]
+fn the_f32_screen_is_within_its_bound() {
+    let mut rng = ctxprune::rng::Rng::new(77);
+    let mut worst = 0.0f64;
+    for len in [1usize, 7, 63, 64, 65, 127, 383, 384, 385, 1027, 4099] {
+        for kind in 0..4 {
+            for _ in 0..40 {
+                let c: Vec<f64> = (0..len).map(|_| rng.normal()).collect();
+                let draw = |rng: &mut ctxprune::rng::Rng| -> Vec<f32> {
+                    (0..len)
+                        .map(|i| match kind {
+                            1 => (2.0 * c[i] + rng.normal()) as f32,
+                            3 => (rng.normal() * 10f64.powf(4.0 * rng.uniform() - 2.0)) as f32,
+                            _ => rng.normal() as f32,
+                        })
+                        .collect()
+                };
+                let a = draw(&mut rng);
+                let mut b = draw(&mut rng);
+                if kind == 2 && len > 1 {
+                    // b minus its projection on a: <a, b> is tiny next to ‖a‖ ‖b‖.
+                    let ab: f64 = a.iter().zip(&b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
+                    let aa: f64 = a.iter().map(|&x| f64::from(x) * f64::from(x)).sum();
+                    for (y, &x) in b.iter_mut().zip(&a) {
+                        *y = (f64::from(*y) - ab / aa * f64::from(x)) as f32;
+                    }
+                }
+                let exact: f64 = a.iter().zip(&b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
+                let abs: f64 = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(&x, &y)| (f64::from(x) * f64::from(y)).abs())
+                    .sum();
+                let na = a.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+                let nb = b.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+                let got = f64::from(cpu::dot_f32(&a, &b));
+                let err = (got - exact).abs();
+                let bound = cpu::dot_f32_bound(len) * na * nb + 1e-15 * abs;
+                assert!(
+                    err <= bound,
+                    "len {len} kind {kind}: error {err:e} above the bound {bound:e}"
+                );
+                if na * nb > 0.0 {
+                    worst = worst.max(err / (cpu::dot_f32_bound(len) * na * nb));
+                }
+            }
+        }
+    }
+    // The bound is not vacuous either: the worst case uses a visible share of it.
+    assert!(worst > 1e-3, "worst error / bound {worst}");
+}
+
+/// MMR's lazy picker screens stale candidates with `f32` lower bounds before any exact
+/// similarity: on pools of MiniLM-like shape (a shared direction, up to d = 384) the
+/// picks and gains equal the eager picker's (which never screens) bit for bit, and on a
+/// small one the slow definition's picks.
+#[test]
+fn screened_mmr_picks_are_the_eager_picks() {
+    use ctxprune::select::{select, Inputs, Method, SelectConfig};
+    for (seed, n, d, k) in [
+        (81u64, 900usize, 384usize, 60usize),
+        (82, 517, 101, 90),
+        (83, 150, 33, 25),
+    ] {
+        let mut rng = ctxprune::rng::Rng::new(seed);
+        let c0: Vec<f64> = (0..d).map(|_| rng.normal()).collect();
+        let data: Vec<f32> = (0..n * d)
+            .map(|i| (1.6 * c0[i % d] + rng.normal()) as f32)
+            .collect();
+        let q: Vec<f32> = (0..d)
+            .map(|j| (1.6 * c0[j] + 0.4 * rng.normal()) as f32)
+            .collect();
+        let e = Embeddings::new(n, d, data, "m").unwrap();
+        let inp = Inputs {
+            embeddings: Some(&e),
+            query: Some(&q),
+            ..Inputs::default()
+        };
+        for lam in [0.3, 0.5, 0.8] {
+            let cfg = SelectConfig::new(Method::Mmr).k(k).lambda(lam);
+            let lazy = select(&cfg, &inp).unwrap();
+            let eager = select(&cfg.clone().eager_only(true), &inp).unwrap();
+            assert_eq!(lazy.selected, eager.selected, "seed {seed} λ {lam}");
+            let bits = |g: &[f64]| g.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&lazy.gains), bits(&eager.gains), "seed {seed} λ {lam}");
+            if n <= 150 {
+                let p = crate::slow::Problem {
+                    e: &e,
+                    q: Some(&q),
+                    costs: None,
+                };
+                let value = |x: usize, c: &[usize]| p.mmr(lam, x, c);
+                let (want, _) = crate::slow::greedy(
+                    n,
+                    &value,
+                    &[],
+                    Some(k),
+                    None,
+                    None,
+                    None,
+                    crate::slow::StopRule::None,
+                );
+                assert_eq!(lazy.selected, want, "seed {seed} λ {lam}: the slow definition");
+            }
+        }
+    }
+}

@@ -11,6 +11,17 @@ use crate::backend::cpu::{self, orthonormal_extension};
 pub(crate) trait Similarity: Sync {
     fn rel(&self, x: usize) -> f64;
     fn sim(&self, x: usize, y: usize) -> f64;
+    /// A lower bound on `sim(x, y)`, cheaper to compute: the lazy refresh screens with it
+    /// and computes `sim` only where the bound cannot settle the comparison. By default
+    /// `sim` itself.
+    fn sim_lower(&self, x: usize, y: usize) -> f64 {
+        self.sim(x, y)
+    }
+    /// Whether [`sim_lower`](Self::sim_lower) is cheaper than [`sim`](Self::sim) (else
+    /// the refresh does not screen).
+    fn screens(&self) -> bool {
+        false
+    }
 }
 
 impl<T: Similarity> Similarity for &T {
@@ -20,6 +31,12 @@ impl<T: Similarity> Similarity for &T {
     fn sim(&self, x: usize, y: usize) -> f64 {
         (**self).sim(x, y)
     }
+    fn sim_lower(&self, x: usize, y: usize) -> f64 {
+        (**self).sim_lower(x, y)
+    }
+    fn screens(&self) -> bool {
+        (**self).screens()
+    }
 }
 
 impl Similarity for Dense<'_> {
@@ -28,6 +45,12 @@ impl Similarity for Dense<'_> {
     }
     fn sim(&self, x: usize, y: usize) -> f64 {
         self.cos(x, y)
+    }
+    fn sim_lower(&self, x: usize, y: usize) -> f64 {
+        self.cos_lower(x, y)
+    }
+    fn screens(&self) -> bool {
+        true
     }
 }
 
@@ -51,10 +74,14 @@ impl<S> Mmr<S> {
 /// Picks a partial refresh takes between checks of its value ([`Scorer::refresh_until`]).
 const CHUNK: usize = 8;
 
-/// Running max-similarity to the picks, valid through `upto` picks.
+/// Running max-similarity to the picks, valid through `upto` picks, and a lower bound on
+/// it through `lb_upto` picks (from [`Similarity::sim_lower`]; `lb_upto >= upto` once
+/// screened).
 pub(crate) struct MaxSim {
     max: f64,
     upto: usize,
+    lb: f64,
+    lb_upto: usize,
 }
 
 impl<S: Similarity> Scorer for Mmr<S> {
@@ -63,6 +90,8 @@ impl<S: Similarity> Scorer for Mmr<S> {
         MaxSim {
             max: f64::NEG_INFINITY,
             upto: 0,
+            lb: f64::NEG_INFINITY,
+            lb_upto: 0,
         }
     }
     fn refresh(&self, x: usize, c: &mut MaxSim) -> f64 {
@@ -74,6 +103,27 @@ impl<S: Similarity> Scorer for Mmr<S> {
             let red = if t == 0 { 0.0 } else { max };
             self.lambda * self.sims.rel(x) - (1.0 - self.lambda) * red
         };
+        // Screening first (a stop to beat and a cheaper bound): a lower bound on each new
+        // pick's similarity gives a lower bound on the max, so an upper bound on the
+        // score; while that stays below `stop` the candidate is not the pick and needs no
+        // exact similarity. The exact pass below decides every value that is returned
+        // complete, so the picks do not depend on the screen.
+        if stop > f64::NEG_INFINITY && self.sims.screens() {
+            let mut at = c.lb_upto.max(c.upto);
+            while at < t {
+                let end = (at + CHUNK).min(t);
+                for &p in &self.picks[at..end] {
+                    c.lb = c.lb.max(self.sims.sim_lower(x, p));
+                }
+                at = end;
+                let v = score(c.max.max(c.lb));
+                if v < stop {
+                    c.lb_upto = at;
+                    return (v, false);
+                }
+            }
+            c.lb_upto = at;
+        }
         while c.upto < t {
             let end = (c.upto + CHUNK).min(t);
             for &p in &self.picks[c.upto..end] {
@@ -82,7 +132,7 @@ impl<S: Similarity> Scorer for Mmr<S> {
             c.upto = end;
             // The maximum over some of the picks is at most the maximum over all of
             // them, so this score is at least the final one.
-            let v = score(c.max);
+            let v = score(c.max.max(c.lb));
             if end < t && v < stop {
                 return (v, false);
             }
