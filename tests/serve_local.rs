@@ -4,7 +4,7 @@
 //! check of the settings that both start from, names a bad one.
 
 use crate::serve::{exchange, pool_rows, quiet, Server};
-use crate::serve_replicas::write_pool;
+use crate::serve_replicas::{wait_ready, write_pool};
 use ctxprune::serve::{LocalService, Named, ServeConfig, ServeOptions};
 use ctxprune::{Engine, Surface};
 use serde_json::{json, Value};
@@ -47,6 +47,9 @@ fn every_answer_in_process_equals_the_servers() {
     };
     let local = LocalService::new(Engine::cpu(), cfg()).expect("local service");
     let s = Server::start(cfg());
+    // The server listens before its start-up pools are resident (`/readyz` says when);
+    // `LocalService::new` returns once they are. Compare from the same state.
+    wait_ready(&s.url(""), "docs");
     let q = |i: usize| -> Vec<f32> { rows[i].iter().map(|x| x * 0.5 + 0.1).collect() };
     let scores: Vec<f64> = (0..301).map(|i| ((i * 37) % 301) as f64 / 301.0).collect();
     let small: Vec<Vec<f32>> = rows[..40].to_vec();

@@ -19,7 +19,7 @@ pub fn write_pool(path: &Path, rows: &[Vec<f32>]) {
 
 /// Polls `/readyz` until 200 (at most 60 s), checking at every answer that "ready" and
 /// the status agree and that a pool listed as loading is not yet served.
-fn wait_ready(base: &str, pool: &str) -> Value {
+pub(crate) fn wait_ready(base: &str, pool: &str) -> Value {
     let t0 = Instant::now();
     loop {
         let (st, v, _) = call("GET", &format!("{base}/readyz"), None);
