@@ -228,7 +228,7 @@ fn adaptive_prior_equals_a_dense_gls_fit_and_fades_when_contradicted() {
         let t = idx.len();
         let kv = |a: Option<usize>, b: Option<usize>| match (a, b) {
             (None, None) => 1.0,
-            (Some(a), Some(b)) => k.get(a, b),
+            (Some(a), Some(b)) => k.get(a, b).unwrap(),
             (Some(a), None) | (None, Some(a)) => qrow[a],
         };
         let kaa: Vec<Vec<f64>> = (0..t)

@@ -615,7 +615,7 @@ fn dense_fitted(
     k.query_row(&mut qrow);
     let kv = |a: Option<usize>, b: Option<usize>| match (a, b) {
         (None, None) => 1.0,
-        (Some(i), Some(j)) => k.get(i, j),
+        (Some(i), Some(j)) => k.get(i, j).unwrap(),
         (Some(i), None) | (None, Some(i)) => qrow[i],
     };
     let rho = (h.log_noise - h.log_signal).exp();
@@ -700,7 +700,11 @@ fn pool_cosines_are_what_the_kernel_rows_apply_the_kernel_to() {
         for j in [0, 5, 17, 32] {
             let c = k.cosine(Some(i), Some(j)).unwrap();
             assert_eq!(c, k.cosine(Some(j), Some(i)).unwrap(), "symmetric");
-            assert_eq!(f64::from(p.kernel.apply(c as f32)), k.get(i, j), "K({i}, {j})");
+            assert_eq!(
+                f64::from(p.kernel.apply(c as f32)),
+                k.get(i, j).unwrap(),
+                "K({i}, {j})"
+            );
             if i != j {
                 assert!((c - slow::cos(e.row(i), e.row(j))).abs() < 1e-6);
             }
@@ -712,6 +716,13 @@ fn pool_cosines_are_what_the_kernel_rows_apply_the_kernel_to() {
     assert_eq!(k.cosine(None, None).unwrap(), 1.0);
     let e = k.cosine(Some(33), None).unwrap_err().to_string();
     assert!(e.contains("index 33 outside the pool of 33"), "{e}");
+    for (i, j) in [(33, 0), (0, 33), (33, 33), (usize::MAX, 1)] {
+        let e = k.get(i, j).unwrap_err().to_string();
+        assert!(
+            e.starts_with("invalid get: index ") && e.contains("outside the pool of 33"),
+            "{e}"
+        );
+    }
 }
 
 /// What BoundaryMORPH with `hyperparameters = evidence` must do, from scratch: the paper's

@@ -309,9 +309,21 @@ impl<'a> PoolKernel<'a> {
         }
     }
 
-    /// `K(i, j)` (one dot product; for tests and small reads).
-    #[must_use]
-    pub fn get(&self, i: usize, j: usize) -> f64 {
+    /// `K(i, j)` (one dot product; for tests and small reads). An index outside the pool
+    /// is an error naming it.
+    pub fn get(&self, i: usize, j: usize) -> Result<f64> {
+        let n = self.rows.e.rows();
+        if let Some(x) = [i, j].into_iter().find(|&x| x >= n) {
+            return Err(Error::invalid(
+                "get",
+                format!("index {x} outside the pool of {n}"),
+            ));
+        }
+        Ok(self.entry(i, j))
+    }
+
+    /// `K(i, j)` for indices in the pool.
+    fn entry(&self, i: usize, j: usize) -> f64 {
         if i == j {
             return f64::from(self.kernel.apply(1.0));
         }
@@ -413,7 +425,7 @@ impl KernelRows for PoolKernel<'_> {
             .for_each(|(o, &v)| *o = f64::from(v));
     }
     fn get(&self, i: usize, j: usize) -> f64 {
-        PoolKernel::get(self, i, j)
+        self.entry(i, j)
     }
 }
 
@@ -662,8 +674,8 @@ mod tests {
                         }
                         let c = r[i].iter().zip(&r[j]).map(|(a, b)| a * b).sum::<f64>() / (norm[i] * norm[j]);
                         close(row[i], c, &format!("({j}, {i})"));
-                        assert_eq!(row[i].to_bits(), pk.get(i, j).to_bits(), "get({i}, {j})");
-                        assert_eq!(row[i].to_bits(), pk.get(j, i).to_bits(), "get({j}, {i})");
+                        assert_eq!(row[i].to_bits(), pk.get(i, j).unwrap().to_bits(), "get({i}, {j})");
+                        assert_eq!(row[i].to_bits(), pk.get(j, i).unwrap().to_bits(), "get({j}, {i})");
                     }
                     pk.row(n - 1 - j, &mut other);
                     assert_eq!(row[n - 1 - j].to_bits(), other[j].to_bits(), "symmetry");
