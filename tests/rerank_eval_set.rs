@@ -266,6 +266,7 @@ fn run_set_gives_a_cell_per_noise_and_variant_reproducibly() {
     let out = eval::run_set(&set, &[0.0, 0.2], 3, &grid, &mut |_| {}).unwrap();
     let v = eval::variants().len();
     assert_eq!(out.cells.len(), 2 * v);
+    assert_eq!(out.groups, ["set@0", "set@0.2"]);
     assert!(out.cells[..v].iter().all(|c| c.set == "set@0"));
     assert!(out.cells[v..].iter().all(|c| c.set == "set@0.2"));
     assert!(out.cells.iter().all(|c| c.per_problem.len() == 3));
@@ -346,6 +347,19 @@ fn the_cli_runs_a_set_beside_no_modes_with_win_counts() {
     bad(
         &["eval", "--set", &ps, "--budgets", "38", "--capacities", "3"],
         &["--budgets", "0..=37"],
+    );
+    // A flag the run would not read is refused, not ignored.
+    bad(
+        &["eval", "--set", &ps, "--problems", "3"],
+        &["--problems", "--modes"],
+    );
+    bad(
+        &["eval", "--noise", "0.2", "--problems", "1"],
+        &["--noise", "--set"],
+    );
+    bad(
+        &["eval", "--set", &ps, "--modes", "diffuse,"],
+        &["--modes", "unknown mode ''"],
     );
     bad(
         &["eval", "--set", "/nonexistent/s.safetensors"],

@@ -338,8 +338,10 @@ pub struct Spec {
 /// each problem's multimodal mass.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
-    /// Every (mode, budget, capacity, method) cell.
+    /// Every (group, budget, capacity, method) cell.
     pub cells: Vec<Cell>,
+    /// The groups' names, in run order: the [`Cell::set`] of their cells.
+    pub groups: Vec<String>,
     /// Per group (in [`Spec::modes`] or noise order), the problems' multimodal mass
     /// ([`super::peaks`], App. E.1's settings).
     pub multimodal_mass: Vec<Vec<f64>>,
@@ -495,16 +497,18 @@ pub fn run_spec_in(
         row_precision,
         peaks,
     };
+    let seeds: Vec<u64> = seeds(seed, problems)?.collect();
     let mut out = Outcome {
         cells: Vec::new(),
+        groups: Vec::new(),
         multimodal_mass: Vec::new(),
     };
     for &mode in modes {
-        let seeds: Vec<u64> = seeds(seed, problems)?.collect();
         let (cells, mm) = run_group(mode.name(), problems, &grid, progress, &mut |p| {
             generate_mode(n, 64, seeds[p], mode)
         })?;
         out.cells.extend(cells);
+        out.groups.push(mode.name().to_string());
         out.multimodal_mass.push(mm);
     }
     Ok(out)
@@ -541,12 +545,14 @@ pub fn run_set(
     check_set(set, noises, seed, grid)?;
     let mut out = Outcome {
         cells: Vec::new(),
+        groups: Vec::new(),
         multimodal_mass: Vec::new(),
     };
     for &s in noises {
         let name = format!("{}@{s}", set.name());
         let (cells, mm) = run_group(&name, set.len(), grid, progress, &mut |p| set.problem(p, s, seed))?;
         out.cells.extend(cells);
+        out.groups.push(name);
         out.multimodal_mass.push(mm);
     }
     Ok(out)

@@ -15,6 +15,14 @@ pub(crate) struct Dense<'a> {
     pub inv: &'a [f64],
     /// `cos(x, q)` for every row, when there is a query.
     pub rel: Option<Vec<f64>>,
+    /// What [`cos_lower`](Self::cos_lower) takes off the `f32` cosine: the product's
+    /// error bound at this dimension, and `1e-12` for the `f64` roundings.
+    screen: f64,
+}
+
+/// [`Dense::screen`] for rows of `d` dimensions.
+fn screen(d: usize) -> f64 {
+    cpu::dot_f32_bound(d) + 1e-12
 }
 
 impl<'a> Dense<'a> {
@@ -35,7 +43,12 @@ impl<'a> Dense<'a> {
                 Some(r)
             }
         };
-        Ok(Dense { e, inv, rel })
+        Ok(Dense {
+            e,
+            inv,
+            rel,
+            screen: screen(e.dim()),
+        })
     }
 
     /// The pool's unit rows with relevance already computed (by
@@ -46,6 +59,7 @@ impl<'a> Dense<'a> {
             e: rows.e,
             inv: rows.inv,
             rel: Some(rel),
+            screen: screen(rows.e.dim()),
         }
     }
 
@@ -60,9 +74,8 @@ impl<'a> Dense<'a> {
     /// `1e-12` covers the `f64` roundings of the scaling and of [`cos`] itself.
     #[inline]
     pub fn cos_lower(&self, x: usize, y: usize) -> f64 {
-        let d = self.e.dim();
         let c = f64::from(cpu::dot_f32(self.e.row(x), self.e.row(y))) * self.inv[x] * self.inv[y];
-        c - cpu::dot_f32_bound(d) - 1e-12
+        c - self.screen
     }
 
     /// `w(x) = max(cos(x, q), 0)` for every row with a query, `w(x) = 1` without one

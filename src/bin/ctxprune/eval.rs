@@ -18,9 +18,10 @@ const POOL: usize = 10_000;
 
 #[derive(clap::Args)]
 pub struct EvalArgs {
-    /// Number of generated problems (each a pool of 10,000 documents).
-    #[arg(long, default_value_t = 10, allow_hyphen_values = true)]
-    pub problems: usize,
+    /// Number of generated problems per mode (each a pool of 10,000 documents). By
+    /// default 10; a set runs every problem it holds.
+    #[arg(long, allow_hyphen_values = true)]
+    pub problems: Option<usize>,
     /// Seed of the first problem (problem i uses seed + i).
     #[arg(long, default_value_t = 1, allow_hyphen_values = true)]
     pub seed: u64,
@@ -40,9 +41,9 @@ pub struct EvalArgs {
     #[arg(long)]
     pub set: Option<PathBuf>,
     /// With --set: the simulated cross-encoder's noise levels, comma-separated (its score
-    /// is clamp(label / top label + noise · N(0, 1), 0, 1)).
-    #[arg(long, default_value = "0.1", allow_hyphen_values = true)]
-    pub noise: String,
+    /// is clamp(label / top label + noise · N(0, 1), 0, 1)). By default 0.1.
+    #[arg(long, allow_hyphen_values = true)]
+    pub noise: Option<String>,
     /// A token capacity T for every run (each document has a token count): the columns are
     /// then token-normalised nCG (see docs/rerank.md).
     #[arg(long, allow_hyphen_values = true)]
@@ -76,33 +77,41 @@ pub fn run(a: EvalArgs) -> Result<()> {
         "set",
     ];
     let row_precision: ctxprune::rerank::RowPrecision = flags(a.row_precision.parse(), &names)?;
-    let mut modes: Vec<eval::Mode> = Vec::new();
+    // The generated modes run when named, or by default without a set; a flag that only
+    // they read, given when none runs, is an error rather than ignored (and --noise
+    // without a set likewise).
     let mode_list = match (&a.modes, &a.set) {
-        (Some(m), _) => m.as_str(),
-        (None, None) => "diffuse,trap",
-        (None, Some(_)) => "",
+        (Some(m), _) => Some(m.as_str()),
+        (None, None) => Some("diffuse,trap"),
+        (None, Some(_)) => None,
     };
-    for m in mode_list
-        .split(',')
-        .filter(|m| !(m.is_empty() && a.set.is_some()))
-    {
+    let mut modes: Vec<eval::Mode> = Vec::new();
+    for m in mode_list.into_iter().flat_map(|l| l.split(',')) {
         let m: eval::Mode = flags(m.trim().parse(), &names)?;
         if modes.contains(&m) {
             return Err(Error::invalid("--modes", format!("'{}' is repeated", m.name())));
         }
         modes.push(m);
     }
-    let noises: Vec<f64> = parse_list(&a.noise, "--noise")?;
+    if modes.is_empty() && a.problems.is_some() {
+        return Err(Error::invalid(
+            "--problems",
+            "applies to the generated modes (--modes); a set runs every problem it holds",
+        ));
+    }
+    if a.set.is_none() && a.noise.is_some() {
+        return Err(Error::invalid("--noise", "applies to a problem set (--set)"));
+    }
+    let problems = a.problems.unwrap_or(10);
+    let noise = a.noise.as_deref().unwrap_or("0.1");
+    let noises: Vec<f64> = parse_list(noise, "--noise")?;
     if !modes.is_empty() {
-        flags(
-            eval::check(a.problems, a.seed, POOL, &budgets, &capacities),
-            &names,
-        )?;
+        flags(eval::check(problems, a.seed, POOL, &budgets, &capacities), &names)?;
     }
     if a.token_capacity == Some(0) {
         return Err(Error::invalid("--token-capacity", "must be at least 1"));
     }
-    let seeds = flags(eval::seeds(a.seed, a.problems), &names)?;
+    let seeds = flags(eval::seeds(a.seed, problems), &names)?;
     let set = match &a.set {
         Some(p) => Some(ProblemSet::load(p)?),
         None => None,
@@ -137,13 +146,13 @@ pub fn run(a: EvalArgs) -> Result<()> {
     };
     let mut out = eval::Outcome {
         cells: Vec::new(),
+        groups: Vec::new(),
         multimodal_mass: Vec::new(),
     };
-    let mut groups: Vec<String> = Vec::new();
     let mut heads = String::new();
     if !modes.is_empty() {
         let spec = eval::Spec {
-            problems: a.problems,
+            problems,
             seed: a.seed,
             n: POOL,
             budgets: budgets.clone(),
@@ -156,12 +165,12 @@ pub fn run(a: EvalArgs) -> Result<()> {
             &names,
         )?;
         out.cells.extend(o.cells);
+        out.groups.extend(o.groups);
         out.multimodal_mass.extend(o.multimodal_mass);
-        groups.extend(modes.iter().map(|m| m.name().to_string()));
         let _ = writeln!(
             heads,
             "{} problems per mode, N = 10,000, seeds {}..{}{}",
-            a.problems,
+            problems,
             seeds.start(),
             seeds.end(),
             a.token_capacity
@@ -172,17 +181,18 @@ pub fn run(a: EvalArgs) -> Result<()> {
     if let Some(s) = &set {
         let o = flags(eval::run_set(s, &noises, a.seed, &grid, &mut progress), &names)?;
         out.cells.extend(o.cells);
+        out.groups.extend(o.groups);
         out.multimodal_mass.extend(o.multimodal_mass);
-        groups.extend(noises.iter().map(|x| format!("{}@{x}", s.name())));
+        let set_seeds = flags(eval::seeds(a.seed, s.len()), &names)?;
         let _ = writeln!(
             heads,
             "set {}: {} problems, N = {}, simulated cross-encoder noise {}, seeds {}..{}{}",
             s.name(),
             s.len(),
             s.pool_size(),
-            a.noise,
-            a.seed,
-            a.seed.wrapping_add(s.len() as u64 - 1),
+            noise,
+            set_seeds.start(),
+            set_seeds.end(),
             a.token_capacity
                 .map(|t| format!(", token capacity {t}"))
                 .unwrap_or_default()
@@ -190,14 +200,14 @@ pub fn run(a: EvalArgs) -> Result<()> {
     }
     let cells = &out.cells;
     if let Some((p, f)) = png.as_mut() {
-        let first: Vec<_> = cells.iter().filter(|c| c.set == groups[0]).cloned().collect();
+        let first: Vec<_> = cells.iter().filter(|c| c.set == out.groups[0]).cloned().collect();
         plot::write(f, p, &plot::render(&first)?)?;
     }
     let (ce, g) = match a.token_capacity {
         None => ("CE-nCG@k", "nCG@k"),
         Some(_) => ("CE-nCG_T", "nCG_T"),
     };
-    let width = groups.iter().map(String::len).max().unwrap_or(0).max(8);
+    let width = out.groups.iter().map(String::len).max().unwrap_or(0).max(8);
     let mut o = heads;
     let _ = writeln!(
         o,
@@ -219,7 +229,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
             bm.map_or_else(String::new, |b| wins(c, b))
         );
     };
-    for grp in &groups {
+    for grp in &out.groups {
         for &b in &budgets {
             for &k in &capacities {
                 let cell = cell_of(cells, grp, b, k);
@@ -236,7 +246,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
     if !a.no_peaks {
         // App. E.1 / §5.3: per problem, multimodal mass against BoundaryMORPH's CE-nCG
         // advantage over BAGEL (the beta0 best in the cell), at each (B, k).
-        for (gi, grp) in groups.iter().enumerate() {
+        for (gi, grp) in out.groups.iter().enumerate() {
             let mm = &out.multimodal_mass[gi];
             let mean = mm.iter().sum::<f64>() / mm.len().max(1) as f64;
             let _ = writeln!(o, "{grp}: multimodal mass mean {mean:.4}");
