@@ -35,6 +35,7 @@ mod pipeline_replay;
 mod probe;
 mod properties;
 mod rerank;
+mod rerank_auto;
 mod rerank_beyond;
 mod rerank_eval_set;
 mod rerank_evidence;

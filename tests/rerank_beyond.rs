@@ -466,6 +466,9 @@ fn eval_runs_both_modes_with_token_capacity_and_peaks() {
         assert_eq!(c.per_problem.len(), 2);
         assert!((0.0..=1.0 + 1e-12).contains(&c.ce_ncg), "{c:?}");
         assert_eq!(c.alpha.is_some(), c.method.contains("adaptive"), "{}", c.method);
+        // Only auto switches, and not at B = 10 (it looks after 10 calls, with calls left).
+        let want = (c.method == "auto").then_some(0);
+        assert_eq!(c.switched, want, "{}", c.method);
     }
     // The trap's relevance is away from the MIPS top: the top decile scores lower than in
     // the diffuse problem of the same seed.

@@ -304,19 +304,23 @@ fn the_cli_runs_a_set_beside_no_modes_with_win_counts() {
         "{out}"
     );
     let header = out.lines().nth(1).unwrap();
-    assert!(header.contains("vs bm"), "{header}");
+    assert!(header.ends_with("vs bm  switched"), "{header}");
     let rows: Vec<&str> = out.lines().skip(2).collect();
     // Each noise: every variant plus the best BAGEL row; no generated mode ran.
     assert_eq!(rows.len(), 2 * (eval::variants().len() + 1), "{out}");
     assert!(rows
         .iter()
         .all(|l| l.starts_with("tiny@0.05 ") || l.starts_with("tiny@0.3 ")));
-    // Win counts sum to at most the problems; BoundaryMORPH's own row has none.
+    // Win counts sum to at most the problems; BoundaryMORPH's own row has none. Auto's
+    // row ends with the problems it switched on (none: B = 5 ends before its check).
     for l in &rows {
-        let f: Vec<&str> = l.split_whitespace().collect();
+        let mut f: Vec<&str> = l.split_whitespace().collect();
         if f[1] == "boundary-morph" {
             assert!(!l.contains(" +"), "{l}");
             continue;
+        }
+        if f[1] == "auto" {
+            assert_eq!(f.pop(), Some("0/2"), "{l}");
         }
         let (w, lo) = (f[f.len() - 2], f[f.len() - 1]);
         let (w, lo): (u32, u32) = (w[1..].parse().unwrap(), lo[1..].parse().unwrap());

@@ -7,6 +7,7 @@
 use crate::rerank::{bp, full_refit, overlay, pool, rerank, P};
 use crate::slow;
 use ctxprune::backend::cpu::gp::CpuStore;
+use ctxprune::rerank::auto::AUTO_CONFIRM;
 use ctxprune::rerank::evidence::{
     evidence, fit, kernel_and_slope, Evidence, FitOptions, Hyper, Observed, BANDWIDTH, NOISE, OFFSET, SCALE,
     SIGNAL,
@@ -729,17 +730,22 @@ fn pool_cosines_are_what_the_kernel_rows_apply_the_kernel_to() {
 /// dense posterior until the first fit; at 10 calls and whenever the calls have doubled, a
 /// fit of the evidence over the query and the calls (warm-started), then the dense
 /// posterior of the fitted model on the fitted kernel; the boundary rule at every step.
-fn evidence_replay(
+/// With `switch` (`method = auto`, the MIPS prior and the paper's hyperparameters): no fit,
+/// unless at 10 calls every score is below `switch`; then the zero prior and the fits from
+/// there on.
+pub(crate) fn evidence_replay(
     p: &P,
     scores: &[f64],
     budget: usize,
     cap: usize,
     prior: Prior,
     prec: RowPrecision,
+    mut switch: Option<f64>,
 ) -> (Vec<usize>, Option<Hyper>) {
     let n = scores.len();
     let mips = prior == Prior::Mips;
-    let mu0: Vec<f64> = (0..n)
+    let mut evidence_on = switch.is_none();
+    let mut mu0: Vec<f64> = (0..n)
         .map(|i| {
             if mips {
                 (n - 1 - i) as f64 / (n - 1) as f64
@@ -748,17 +754,24 @@ fn evidence_replay(
             }
         })
         .collect();
-    let mu0_q = if mips { 1.0 } else { 0.0 };
+    let mut mu0_q = if mips { 1.0 } else { 0.0 };
     let mut kernel = p.kernel;
     let mut fitted: Option<Hyper> = None;
     let mut next = 10;
     assert_eq!(next, ctxprune::rerank::EVIDENCE_FIRST);
     let mut y = vec![None; n];
     let mut calls: Vec<usize> = vec![];
+    // The MIPS top's confirming calls, kept out of the GP while the prior stands.
+    let mut unseen: Vec<usize> = vec![];
     while calls.len() < budget {
         let k = kernel_rows_in(&p.pool, &p.q, kernel, prec).unwrap();
         let obs: Vec<(Option<usize>, f64, f64)> = std::iter::once((None, 1.0, mu0_q))
-            .chain(calls.iter().map(|&j| (Some(j), scores[j], mu0[j])))
+            .chain(
+                calls
+                    .iter()
+                    .filter(|j| !unseen.contains(j))
+                    .map(|&j| (Some(j), scores[j], mu0[j])),
+            )
             .collect();
         let (mut m, mut v) = match &fitted {
             None => {
@@ -774,6 +787,27 @@ fn evidence_replay(
         calls.push(j);
         y[j] = Some(scores[j]);
         if calls.len() >= next && calls.len() < budget {
+            if let Some(t) = switch.take() {
+                let low = |calls: &[usize]| calls.iter().all(|&j| scores[j] < t);
+                // The MIPS top confirms: its first AUTO_CONFIRM documents, those not
+                // scored yet, in MIPS order, one at a time while every score is low and
+                // the budget lasts.
+                for j in 0..n.min(AUTO_CONFIRM) {
+                    if y[j].is_none() && low(&calls) && calls.len() < budget {
+                        calls.push(j);
+                        unseen.push(j);
+                        y[j] = Some(scores[j]);
+                    }
+                }
+                if low(&calls) && calls.len() < budget {
+                    unseen.clear();
+                    mu0 = vec![0.0; n];
+                    mu0_q = 0.0;
+                    evidence_on = true;
+                }
+            }
+        }
+        if evidence_on && calls.len() >= next && calls.len() < budget {
             let k = kernel_rows_in(&p.pool, &p.q, kernel, prec).unwrap();
             let idx: Vec<Option<usize>> = std::iter::once(None)
                 .chain(calls.iter().map(|&j| Some(j)))
@@ -831,7 +865,7 @@ fn boundary_morph_by_the_evidence_follows_a_dense_replay_call_for_call() {
         cfg.row_precision = prec;
         let mut o = Precomputed::new(scores.clone(), budget).unwrap();
         let got = rerank(&cfg, &p, &mut o).unwrap();
-        let (calls, fitted) = evidence_replay(&p, &scores, budget, cap, prior, prec);
+        let (calls, fitted) = evidence_replay(&p, &scores, budget, cap, prior, prec, None);
         assert_eq!(got.scored, calls, "n={n} prior {prior:?}");
         assert_eq!(got.hyperparameters, fitted, "n={n}");
         // Fits at 10 and 20 calls (before the budget ends); none below 10.

@@ -330,6 +330,35 @@ fn rerank_mask_and_cost_answer_as_the_library() {
     );
     assert_eq!(st, 422, "{v}");
     assert!(v["error"].to_string().contains("hyperparameters"), "{v}");
+    // method auto: the run of what it chose (17 < 20: BoundaryMORPH's defaults at this
+    // budget), with the choice among the notes; an option it sets is refused by name.
+    let want = library(RerankOptions::new("auto", 17, 5));
+    let (st, v) = post(
+        &s,
+        "/v1/rerank",
+        json!({"embeddings": rows, "query": q, "budget": 17, "capacity": 5, "oracle_scores": scores,
+               "method": "auto"}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["scored"], json!(want.scored));
+    assert_eq!(v["method"], "boundary-morph");
+    assert!(
+        v["notes"]
+            .to_string()
+            .contains("auto: boundary-morph with its defaults"),
+        "{v}"
+    );
+    let (st, v) = post(
+        &s,
+        "/v1/rerank",
+        json!({"embeddings": rows, "query": q, "budget": 17, "capacity": 5, "oracle_scores": scores,
+               "method": "auto", "prior": "zero"}),
+    );
+    assert_eq!(st, 422, "{v}");
+    assert!(
+        v["error"].to_string().contains("prior") && v["error"].to_string().contains("auto"),
+        "{v}"
+    );
 
     let msgs = json!([
         {"role": "user", "content": "go"},
@@ -420,8 +449,8 @@ fn rerank_mask_and_cost_answer_as_the_library() {
     let m = m.as_str().unwrap().to_string();
     assert_eq!(st, 200);
     assert!(
-        // The paper's, the evidence's and the refused bagel.
-        m.contains("ctxprune_requests_total{method=\"POST\",route=\"/v1/rerank\"} 3"),
+        // The paper's, the evidence's, the refused bagel, auto and the refused auto.
+        m.contains("ctxprune_requests_total{method=\"POST\",route=\"/v1/rerank\"} 5"),
         "{m}"
     );
     assert!(

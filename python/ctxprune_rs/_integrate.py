@@ -19,7 +19,7 @@ import numpy as np
 from ._errors import InvalidInputError
 
 SELECT_METHODS = ("mmr", "grn", "centroid", "dpp", "coverage", "hybrid", "lexical")
-RERANK_METHODS = ("boundary-morph", "bagel", "single-stage", "rgs", "rgs-simple")
+RERANK_METHODS = ("boundary-morph", "bagel", "single-stage", "rgs", "rgs-simple", "auto")
 # Methods that read the query: MMR, DPP, hybrid need it; coverage weighs by it when
 # given; GRN and centroid drift never read it (SPEC: they look at the documents alone).
 QUERY_METHODS = ("mmr", "dpp", "hybrid", "coverage")

@@ -200,7 +200,7 @@ class CtxpruneRerank(_Docs):
     top_n: int = 3
     """Documents returned (the rerank's capacity)."""
     method: str = "boundary-morph"
-    """boundary-morph, bagel, single-stage, rgs or rgs-simple."""
+    """boundary-morph, bagel, single-stage, rgs, rgs-simple or auto."""
     batch: Optional[int] = None
     """Documents per cross-encoder call (boundary-morph and bagel; 1 by default)."""
     score_map: Any = "sigmoid"

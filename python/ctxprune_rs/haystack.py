@@ -167,7 +167,7 @@ class CtxpruneBudgetedRanker(_Docs):
         (it is serialised by its import path).
     :param budget: at most this many documents scored.
     :param top_k: documents returned.
-    :param method: boundary-morph, bagel, single-stage, rgs or rgs-simple.
+    :param method: boundary-morph, bagel, single-stage, rgs, rgs-simple or auto.
     :param batch: documents per scorer call.
     :param score_map: "sigmoid" (logits, the default) or "identity" (probabilities).
     :param options: other `ctxprune_rs.Reranker` options (kernel, prior, ...).

@@ -134,7 +134,7 @@ class CtxpruneNodeRerank(_Nodes):
     cross_encoder: Callable[[str, List[str]], Sequence[float]] = Field(description="(query, texts) -> raw scores.", exclude=True)
     budget: int = Field(description="At most this many nodes sent to the cross-encoder.")
     top_n: int = Field(default=3, description="Nodes returned.")
-    method: str = Field(default="boundary-morph", description="boundary-morph, bagel, single-stage, rgs, rgs-simple.")
+    method: str = Field(default="boundary-morph", description="boundary-morph, bagel, single-stage, rgs, rgs-simple, auto.")
     batch: Optional[int] = Field(default=None, description="Nodes per cross-encoder call.")
     score_map: Any = Field(default="sigmoid", description="sigmoid, identity, or a function of one score.", exclude=True)
     options: Dict[str, Any] = Field(default_factory=dict, description="Other ctxprune_rs.Reranker options.")

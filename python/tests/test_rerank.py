@@ -29,6 +29,7 @@ def scores_for(X, q):
     ("boundary-morph", ["--row-precision", "bf16"]), ("bagel", ["--row-precision", "f16"]),
     ("boundary-morph", ["--hyperparameters", "evidence"]),
     ("boundary-morph", ["--hyperparameters", "evidence", "--prior", "zero", "--batch", "3"]),
+    ("auto", []), ("auto", ["--batch", "3"]),
 ])
 def test_equals_the_rust_api(tmp_path, rng, method, extra):
     X, q, _ = problem(rng, 157, 21)

@@ -35,7 +35,9 @@ impl std::str::FromStr for Method {
             _ => {
                 return Err(Error::invalid(
                     "method",
-                    format!("unknown method '{s}' (boundary-morph, bagel, single-stage, rgs, rgs-simple)"),
+                    format!(
+                        "unknown method '{s}' (boundary-morph, bagel, single-stage, rgs, rgs-simple, auto)"
+                    ),
                 ))
             }
         })
@@ -192,6 +194,17 @@ pub struct RerankConfig {
     pub row_precision: RowPrecision,
     /// How the GP's hyperparameters are set (boundary-morph). By default the paper's.
     pub hyperparameters: Hyperparameters,
+    /// BoundaryMORPH with the MIPS prior and the paper's hyperparameters only: after
+    /// [`EVIDENCE_FIRST`] calls, when every score so far is below this, the MIPS top is
+    /// scored ([`super::auto::AUTO_CONFIRM`] documents, one at a time, until one is not
+    /// below it); if every score is still below it, the MIPS prior is taken as
+    /// contradicted and the run goes on with the zero prior and hyperparameters by the
+    /// evidence (a note says so). `method = "auto"` sets it
+    /// ([`super::auto::AUTO_LOW_SCORE`]); `None` by default.
+    pub switch_below: Option<f64>,
+    /// What `method = "auto"` chose and why ([`super::auto`]); the run's notes carry it.
+    /// `None` for a method named by the caller.
+    pub chosen: Option<String>,
 }
 
 impl RerankConfig {
@@ -215,6 +228,8 @@ impl RerankConfig {
             kernel: KernelChoice::Median(KernelKind::Vmf),
             row_precision: RowPrecision::F32,
             hyperparameters: Hyperparameters::Paper,
+            switch_below: None,
+            chosen: None,
         }
     }
 }

@@ -41,19 +41,20 @@ impl RerankConfig {
         // most 1 + 30 x 40 evaluations of about 2 t³ each, at t = 10, 20, ... while t is below
         // EVIDENCE_MAX_OBSERVATIONS) and the rebuilds after them, each replaying the calls
         // so far (t kernel rows and the O(n t) updates).
-        let evidence = if self.hyperparameters == super::Hyperparameters::Evidence {
-            let (mut ops, mut bytes) = (0.0f64, 0.0f64);
-            let mut t = super::EVIDENCE_FIRST;
-            while t < self.budget.min(n) && t < super::EVIDENCE_MAX_OBSERVATIONS {
-                let tf = (t + 1) as f64;
-                ops += 1201.0 * 2.0 * tf * tf * tf + 2.0 * tf * nf * df + tf * tf * nf;
-                bytes = bytes.max(48.0 * tf * tf);
-                t *= 2;
-            }
-            Estimate { ops, bytes }
-        } else {
-            Estimate::default()
-        };
+        let evidence =
+            if self.hyperparameters == super::Hyperparameters::Evidence || self.switch_below.is_some() {
+                let (mut ops, mut bytes) = (0.0f64, 0.0f64);
+                let mut t = super::EVIDENCE_FIRST;
+                while t < self.budget.min(n) && t < super::EVIDENCE_MAX_OBSERVATIONS {
+                    let tf = (t + 1) as f64;
+                    ops += 1201.0 * 2.0 * tf * tf * tf + 2.0 * tf * nf * df + tf * tf * nf;
+                    bytes = bytes.max(48.0 * tf * tf);
+                    t *= 2;
+                }
+                Estimate { ops, bytes }
+            } else {
+                Estimate::default()
+            };
         // A half-precision row copy: made once (one pass over the pool), kept beside it.
         let copy = match self.row_precision {
             super::RowPrecision::F32 => Estimate::default(),

@@ -192,6 +192,8 @@ pub struct Variant {
     /// Probes for the adaptive prior, as a share of the budget (`B / probes_div`; 0: none).
     probes_div: usize,
     hyperparameters: Hyperparameters,
+    /// `method = "auto"`'s switch ([`RerankConfig::switch_below`]).
+    switch_below: Option<f64>,
 }
 
 /// BAGEL's `beta0` sweep (SPEC §3); the table keeps the best per cell.
@@ -209,6 +211,7 @@ pub fn variants() -> Vec<Variant> {
         batch: 1,
         probes_div: 0,
         hyperparameters: Hyperparameters::Paper,
+        switch_below: None,
     };
     let mut out = vec![
         v(
@@ -276,6 +279,15 @@ pub fn variants() -> Vec<Variant> {
         e.hyperparameters = Hyperparameters::Evidence;
         out.push(e);
     }
+    let mut auto = v(
+        "auto",
+        Method::BoundaryMorph,
+        Prior::Mips,
+        Acquisition::Boundary,
+        1.0,
+    );
+    auto.switch_below = Some(super::auto::AUTO_LOW_SCORE);
+    out.push(auto);
     for (q, name) in [(4, "bm(q=4)"), (8, "bm(q=8)"), (16, "bm(q=16)")] {
         let mut b = v(
             name,
@@ -312,6 +324,9 @@ pub struct Cell {
     pub rounds: f64,
     /// The adaptive prior's mean final scale (`None` for the other methods).
     pub alpha: Option<f64>,
+    /// `auto`: on how many problems the run went over to the zero prior and the evidence
+    /// (`None` for the methods without the switch).
+    pub switched: Option<usize>,
 }
 
 /// What [`run_spec`] runs.
@@ -619,6 +634,7 @@ fn run_group(
     let mut per = vec![Vec::with_capacity(problems); per_group];
     let mut sums = vec![(0.0, 0.0, 0.0); per_group];
     let mut alphas = vec![None; per_group];
+    let mut switched = vec![None; per_group];
     let mut mm = Vec::new();
     for p in 0..problems {
         let prob = problem(p)?;
@@ -637,6 +653,7 @@ fn run_group(
                     cfg.batch = v.batch;
                     cfg.prior_probes = b.checked_div(v.probes_div).unwrap_or(0);
                     cfg.hyperparameters = v.hyperparameters;
+                    cfg.switch_below = v.switch_below;
                     cfg.token_capacity = token_capacity;
                     cfg.kernel = KernelChoice::Fixed(prob.kernel);
                     if v.method != Method::SingleStage {
@@ -662,6 +679,10 @@ fn run_group(
                     sums[slot].2 += r.rounds as f64;
                     if let Some(a) = r.alpha {
                         *alphas[slot].get_or_insert(0.0) += a;
+                    }
+                    if v.switch_below.is_some() {
+                        // Only a switch fits hyperparameters by the evidence.
+                        *switched[slot].get_or_insert(0) += usize::from(r.hyperparameters.is_some());
                     }
                     per[slot].push(ce);
                     slot += 1;
@@ -694,6 +715,7 @@ fn run_group(
                     per_problem: std::mem::take(&mut per[slot]),
                     rounds: r / problems as f64,
                     alpha: alphas[slot].map(|a: f64| a / problems as f64),
+                    switched: switched[slot],
                 });
                 slot += 1;
             }

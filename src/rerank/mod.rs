@@ -34,6 +34,7 @@
 //! seeded benchmark behind `ctxprune eval`.
 
 mod acquire;
+pub mod auto;
 mod config;
 mod estimate;
 pub mod eval;

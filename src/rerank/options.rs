@@ -10,7 +10,8 @@ use crate::similarity::{Kernel, KernelKind};
 /// (`prior`, `graph-degree`); a front end renames them to its flags or arguments.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RerankOptions<'a> {
-    /// `boundary-morph`, `bagel`, `single-stage`, `rgs` or `rgs-simple`.
+    /// `boundary-morph`, `bagel`, `single-stage`, `rgs`, `rgs-simple`, or `auto` (chosen
+    /// by the budget: [`super::auto`]).
     pub method: &'a str,
     /// Oracle calls allowed, `B`.
     pub budget: usize,
@@ -74,6 +75,9 @@ impl<'a> RerankOptions<'a> {
     /// The checked configuration. Ranges that need the pool (the budget against its size)
     /// are checked by [`super::Reranker`].
     pub fn config(&self) -> Result<RerankConfig> {
+        if self.method == "auto" {
+            return super::auto::config(self);
+        }
         let method: Method = self.method.parse()?;
         let kind: KernelKind = self.kernel.unwrap_or("vmf").parse()?;
         let only = |given: bool, name: &str, ok: &[Method]| -> Result<()> {

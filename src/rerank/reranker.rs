@@ -3,6 +3,7 @@
 //! in rounds of `batch` oracle calls.
 
 use super::acquire::{boundary_scan, rank, Fill};
+use super::auto::AUTO_CONFIRM;
 use super::config::ADAPTIVE_RIDGE;
 use super::evidence::{self, FitOptions, Hyper, Observed};
 use super::gp::Gp;
@@ -185,6 +186,20 @@ impl Reranker {
                 ));
             }
         }
+        if let Some(t) = cfg.switch_below {
+            if !(cfg.method == Method::BoundaryMorph
+                && cfg.prior == Prior::Mips
+                && cfg.hyperparameters == Hyperparameters::Paper)
+            {
+                return Err(Error::invalid(
+                    "switch_below",
+                    "applies to boundary-morph with the mips prior and the paper's hyperparameters",
+                ));
+            }
+            if !(t > 0.0 && t <= 1.0) {
+                return Err(Error::invalid("switch_below", format!("{t} is outside (0, 1]")));
+            }
+        }
         if cfg.row_precision != RowPrecision::F32 && cfg.method == Method::SingleStage {
             return Err(Error::invalid(
                 "row_precision",
@@ -272,7 +287,7 @@ impl Reranker {
         } else {
             kernel_rows(pool, query, kernel)?
         };
-        let mut notes = Vec::new();
+        let mut notes: Vec<String> = cfg.chosen.iter().cloned().collect();
         let budget = if cfg.budget > n {
             notes.push(format!(
                 "budget {} is larger than the pool; capped at {n}",
@@ -325,13 +340,15 @@ impl Reranker {
                     (cfg.prior, cfg.acquisition)
                 };
                 let mips = prior != Prior::Zero;
-                let mu0: Vec<f64> = match (mips, n > 1) {
+                let mut mu0: Vec<f64> = match (mips, n > 1) {
                     (true, true) => (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect(),
                     (true, false) => vec![1.0],
                     (false, _) => vec![0.0; n],
                 };
-                let mu0_q = if mips { 1.0 } else { 0.0 };
-                let by_evidence = cfg.hyperparameters == Hyperparameters::Evidence;
+                let mut mu0_q = if mips { 1.0 } else { 0.0 };
+                let mut by_evidence = cfg.hyperparameters == Hyperparameters::Evidence;
+                // Checked once, after EVIDENCE_FIRST calls (`switch_below`).
+                let mut switch = cfg.switch_below;
                 // One epoch per set of hyperparameters: the GP is rebuilt when a fit
                 // changes them, with every call so far replayed as one block.
                 let mut epoch = Epoch {
@@ -406,6 +423,54 @@ impl Reranker {
                             break;
                         }
                         let calls = run.scored.len();
+                        if let Some(t) = switch.filter(|_| calls >= EVIDENCE_FIRST) {
+                            switch = None;
+                            let low =
+                                |run: &Run<'_>| run.scored.iter().all(|&j| run.y[j].is_some_and(|y| y < t));
+                            if low(&run) && calls < budget {
+                                // The first calls sit at the top-k's boundary, which can hold
+                                // nothing relevant where fewer than k documents are: the
+                                // MIPS top confirms before the prior is dropped. One at a
+                                // time, stopping at the first that is not low (on real text
+                                // mostly the first). The GP does not observe them unless the
+                                // prior is dropped (the new epoch replays every call): a
+                                // run that keeps the prior keeps the paper's search, with
+                                // the top's scores in its final order.
+                                for j in 0..n.min(AUTO_CONFIRM) {
+                                    if run.y[j].is_some() {
+                                        continue;
+                                    }
+                                    if run.scored.len() >= budget || !low(&run) {
+                                        break;
+                                    }
+                                    run.call(&[j])?;
+                                }
+                            }
+                            let calls = run.scored.len();
+                            if low(&run) && calls < budget {
+                                // The MIPS top scored low: the prior is contradicted. The
+                                // zero prior from here on, with the evidence's fits.
+                                mu0 = vec![0.0; n];
+                                mu0_q = 0.0;
+                                by_evidence = true;
+                                notes.push(format!(
+                                    "the first {calls} scores, the MIPS top {AUTO_CONFIRM} among them, are all below {t}: the MIPS prior is contradicted; the zero prior and hyperparameters by the evidence from here on"
+                                ));
+                                refitted_epoch = Some(match epoch.refit(rows, &run, &mu0, mu0_q) {
+                                    Ok(next) => next,
+                                    Err(e) => {
+                                        notes.push(format!(
+                                            "the evidence's fit at {calls} calls failed ({e}); the hyperparameters in force were kept"
+                                        ));
+                                        Epoch {
+                                            next_fit: 2 * calls,
+                                            ..epoch
+                                        }
+                                    }
+                                });
+                                break;
+                            }
+                        }
                         if by_evidence
                             && calls >= epoch.next_fit
                             && calls < budget
@@ -499,6 +564,7 @@ impl Reranker {
 }
 
 /// The GP's hyperparameters between two fits of the evidence.
+#[derive(Clone, Copy)]
 struct Epoch {
     kernel: Kernel,
     /// The noise variance over the signal's: the jitter ladder's first rung.

@@ -92,7 +92,7 @@ pub fn document() -> Value {
     );
     let rerank = body(
         json!({
-            "method": enumerated(&["boundary-morph", "bagel", "single-stage", "rgs", "rgs-simple"]),
+            "method": enumerated(&["boundary-morph", "bagel", "single-stage", "rgs", "rgs-simple", "auto"]),
             "pool": string(), "embeddings": embeddings(), "query": nums(),
             "budget": count(), "capacity": count(),
             "kernel": enumerated(&["vmf", "cosine", "rbf", "matern52"]), "kappa": num(),

@@ -211,13 +211,13 @@ pub fn run(a: EvalArgs) -> Result<()> {
     let mut o = heads;
     let _ = writeln!(
         o,
-        "{:<width$} {:<21} {:>6} {:>6} {:>10} {:>10} {:>7} {:>6} {:>9}",
-        "set", "method", "B", "k", ce, g, "calls", "alpha", "vs bm"
+        "{:<width$} {:<21} {:>6} {:>6} {:>10} {:>10} {:>7} {:>6} {:>9} {:>9}",
+        "set", "method", "B", "k", ce, g, "calls", "alpha", "vs bm", "switched"
     );
     let row = |o: &mut String, c: &eval::Cell, name: &str, bm: Option<&eval::Cell>| {
         let _ = writeln!(
             o,
-            "{:<width$} {:<21} {:>6} {:>6} {:>10.4} {:>10.4} {:>7.1} {:>6} {:>9}",
+            "{:<width$} {:<21} {:>6} {:>6} {:>10.4} {:>10.4} {:>7.1} {:>6} {:>9} {:>9}",
             c.set,
             name,
             c.budget,
@@ -226,7 +226,9 @@ pub fn run(a: EvalArgs) -> Result<()> {
             c.ncg,
             c.rounds,
             c.alpha.map_or_else(String::new, |a| format!("{a:.3}")),
-            bm.map_or_else(String::new, |b| wins(c, b))
+            bm.map_or_else(String::new, |b| wins(c, b)),
+            c.switched
+                .map_or_else(String::new, |s| format!("{s}/{}", c.per_problem.len()))
         );
     };
     for grp in &out.groups {

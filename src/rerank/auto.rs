@@ -1,0 +1,61 @@
+//! `method = "auto"`: BoundaryMORPH's defaults, which lead on real text, with one switch
+//! for the case they fail, measured on `ctxprune eval`'s problems and on the real-text
+//! problem set (docs/rerank.md, "The method chosen for you"):
+//!
+//! after [`EVIDENCE_FIRST`](super::EVIDENCE_FIRST) calls, when every score so far is
+//! below [`AUTO_LOW_SCORE`], the first [`AUTO_CONFIRM`] documents in MIPS order not yet
+//! scored are scored, one at a time, until one is not low. The first calls sit at the
+//! top-k's boundary, which holds nothing relevant on real text wherever fewer than k
+//! documents are relevant; the MIPS top is where the prior is surest. If it is low too,
+//! the prior is contradicted, and the run goes on with the zero prior and hyperparameters
+//! by the evidence; otherwise it stays the paper's run, with the top's calls among its
+//! observations. With no low start the run is the paper's call for call.
+//!
+//! The caller may still set what does not change the choice: `batch`, `token_capacity`,
+//! `row_precision` and the kernel family. Everything the rule sets (`prior`,
+//! `acquisition`, `beta0`, `hyperparameters`, `kappa`, `prior_probes`) and RGS's options are
+//! errors that name the option.
+
+use super::options::RerankOptions;
+use super::RerankConfig;
+use crate::error::{Error, Result};
+
+/// Scores (in `[0, 1]`) below which the first calls say the MIPS prior is wrong.
+pub const AUTO_LOW_SCORE: f64 = 0.5;
+
+/// The MIPS top that confirms a low start: when the first calls are all low, the first
+/// this many documents in MIPS order are scored (those not scored yet) before the prior
+/// is dropped, and the switch is made only if they are low too.
+pub const AUTO_CONFIRM: usize = 3;
+
+/// The configuration `o` (method `auto`) stands for, with a note of what was chosen.
+pub(crate) fn config(o: &RerankOptions<'_>) -> Result<RerankConfig> {
+    let set = [
+        ("prior", o.prior.is_some()),
+        ("acquisition", o.acquisition.is_some()),
+        ("beta0", o.beta0.is_some()),
+        ("hyperparameters", o.hyperparameters.is_some()),
+        ("kappa", o.kappa.is_some()),
+        ("prior_probes", o.prior_probes.is_some()),
+        ("graph_degree", o.graph_degree.is_some()),
+        ("seed_div", o.seed_div.is_some()),
+        ("frac", o.frac.is_some()),
+    ];
+    if let Some((name, _)) = set.iter().find(|(_, given)| *given) {
+        return Err(Error::invalid(
+            *name,
+            "does not apply to auto, which chooses it (name a method to set it)",
+        ));
+    }
+    let mut cfg = RerankOptions {
+        method: "boundary-morph",
+        ..*o
+    }
+    .config()?;
+    cfg.switch_below = Some(AUTO_LOW_SCORE);
+    cfg.chosen = Some(format!(
+        "auto: boundary-morph with its defaults; the zero prior and hyperparameters by the evidence if the first {} scores and the MIPS top {AUTO_CONFIRM} are all below {AUTO_LOW_SCORE}",
+        super::EVIDENCE_FIRST
+    ));
+    Ok(cfg)
+}
