@@ -121,6 +121,20 @@ enum Shape {
     TopOnly,
 }
 
+/// Scores of `shape` over `p`.
+fn shaped_scores(p: &P, noise: &[f64], shape: Shape) -> Vec<f64> {
+    let n = noise.len();
+    match shape {
+        Shape::Low => bump_scores(p, noise, n - 4, 0.05, 0.0),
+        Shape::High => bump_scores(p, noise, n / 2, 0.5, 0.2),
+        Shape::TopOnly => {
+            let mut s = bump_scores(p, noise, n - 4, 0.05, 0.0);
+            s[..AUTO_CONFIRM].iter_mut().for_each(|v| *v = 0.9);
+            s
+        }
+    }
+}
+
 #[test]
 fn an_auto_run_follows_a_dense_replay_with_and_without_the_switch() {
     for (n, d, seed, budget, cap, shape) in [
@@ -133,15 +147,7 @@ fn an_auto_run_follows_a_dense_replay_with_and_without_the_switch() {
         (47, 8, 37, 11, 17, Shape::Low),
     ] {
         let (p, noise) = pool(n, d, seed);
-        let scores = match shape {
-            Shape::Low => bump_scores(&p, &noise, n - 4, 0.05, 0.0),
-            Shape::High => bump_scores(&p, &noise, n / 2, 0.5, 0.2),
-            Shape::TopOnly => {
-                let mut s = bump_scores(&p, &noise, n - 4, 0.05, 0.0);
-                s[..AUTO_CONFIRM].iter_mut().for_each(|v| *v = 0.9);
-                s
-            }
-        };
+        let scores = shaped_scores(&p, &noise, shape);
         let cfg = RerankOptions::new("auto", budget, cap).config().unwrap();
         let got = rerank(&cfg, &p, &mut Precomputed::new(scores.clone(), budget).unwrap()).unwrap();
         let (calls, fitted) = evidence_replay(
@@ -200,6 +206,83 @@ fn an_auto_run_follows_a_dense_replay_with_and_without_the_switch() {
                 assert_eq!((&got.scored, &got.selected), (&want.scored, &want.selected));
                 assert_eq!(&got.notes[1..], &want.notes[..]);
             }
+        }
+    }
+}
+
+/// With batches and a token capacity (beyond the replay, which calls one at a time): the
+/// check comes after the round that reaches 10 calls, the confirmation follows it, the
+/// budget holds, nothing is scored twice, and without a low start the run is the paper's.
+#[test]
+fn auto_with_batches_and_a_token_capacity() {
+    use ctxprune::rerank::KernelChoice;
+    for (n, d, seed, budget, cap, batch, tokens, shape) in [
+        (53usize, 6usize, 41u64, 30usize, 5usize, 4usize, false, Shape::Low),
+        (61, 7, 42, 27, 21, 3, false, Shape::TopOnly),
+        (45, 9, 43, 22, 5, 4, false, Shape::High),
+        (53, 6, 44, 31, 5, 1, true, Shape::Low),
+        (61, 7, 45, 26, 21, 2, true, Shape::TopOnly),
+    ] {
+        let (p, noise) = pool(n, d, seed);
+        let scores = shaped_scores(&p, &noise, shape);
+        let costs: Vec<u64> = (0..n as u64).map(|i| 20 + (i * 37) % 90).collect();
+        let capacity = tokens.then_some(400);
+        let run = |cfg: RerankConfig| {
+            let mut cfg = cfg;
+            cfg.batch = batch;
+            cfg.token_capacity = capacity;
+            cfg.kernel = KernelChoice::Fixed(p.kernel);
+            ctxprune::rerank::rerank_tokens(
+                &cfg,
+                &p.pool,
+                &p.q,
+                tokens.then_some(&costs[..]),
+                &mut Precomputed::new(scores.clone(), budget).unwrap(),
+            )
+            .unwrap()
+        };
+        let got = run(RerankOptions::new("auto", budget, cap).config().unwrap());
+        let paper = run(RerankConfig::new(Method::BoundaryMorph, budget, cap));
+        let at = format!("n = {n}, batch {batch}, tokens {tokens}, {shape:?}");
+        assert_eq!(got.scored.len(), budget, "{at}");
+        let mut seen = got.scored.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), budget, "{at}: an item scored twice");
+        if let Some(t) = capacity {
+            assert!(got.tokens.unwrap() <= t, "{at}");
+        }
+        // The check: after the first round that reaches 10 calls.
+        let first = 10usize.div_ceil(batch) * batch;
+        let low_start = got.scored[..first].iter().all(|&j| scores[j] < AUTO_LOW_SCORE);
+        let confirm: Vec<usize> = if low_start {
+            let mut c = Vec::new();
+            for j in (0..AUTO_CONFIRM).filter(|j| !got.scored[..first].contains(j)) {
+                if c.iter().all(|&x: &usize| scores[x] < AUTO_LOW_SCORE) {
+                    c.push(j);
+                }
+            }
+            c
+        } else {
+            Vec::new()
+        };
+        assert_eq!(&got.scored[first..first + confirm.len()], &confirm[..], "{at}");
+        let want = shape == Shape::Low && low_start;
+        assert_eq!(got.switched, want, "{at}: {:?}", got.notes);
+        match shape {
+            Shape::Low => assert!(low_start, "{at}"),
+            Shape::High => assert!(!low_start, "{at}"),
+            Shape::TopOnly => assert!(low_start && confirm.len() == 1, "{at}"),
+        }
+        if !low_start {
+            assert_eq!(
+                (&got.scored, &got.selected),
+                (&paper.scored, &paper.selected),
+                "{at}"
+            );
+        }
+        if !got.switched {
+            assert!(got.hyperparameters.is_none(), "{at}");
         }
     }
 }

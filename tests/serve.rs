@@ -330,8 +330,8 @@ fn rerank_mask_and_cost_answer_as_the_library() {
     );
     assert_eq!(st, 422, "{v}");
     assert!(v["error"].to_string().contains("hyperparameters"), "{v}");
-    // method auto: the run of what it chose (17 < 20: BoundaryMORPH's defaults at this
-    // budget), with the choice among the notes; an option it sets is refused by name.
+    // method auto: the library's run (BoundaryMORPH with the switch), with the rule among
+    // the notes; an option it sets is refused by name.
     let want = library(RerankOptions::new("auto", 17, 5));
     let (st, v) = post(
         &s,

@@ -8,8 +8,10 @@
 //! top-k's boundary, which holds nothing relevant on real text wherever fewer than k
 //! documents are relevant; the MIPS top is where the prior is surest. If it is low too,
 //! the prior is contradicted, and the run goes on with the zero prior and hyperparameters
-//! by the evidence; otherwise it stays the paper's run, with the top's calls among its
-//! observations. With no low start the run is the paper's call for call.
+//! by the evidence; otherwise it stays the paper's run, the top's calls kept out of the
+//! GP (the boundary rule and the final order see them as scored). With no low start the
+//! run is the paper's call for call; a first round past
+//! [`EVIDENCE_MAX_OBSERVATIONS`](super::EVIDENCE_MAX_OBSERVATIONS) calls is not switched.
 //!
 //! The caller may still set what does not change the choice: `batch`, `token_capacity`,
 //! `row_precision` and the kernel family. Everything the rule sets (`prior`,

@@ -681,8 +681,7 @@ fn run_group(
                         *alphas[slot].get_or_insert(0.0) += a;
                     }
                     if v.switch_below.is_some() {
-                        // Only a switch fits hyperparameters by the evidence.
-                        *switched[slot].get_or_insert(0) += usize::from(r.hyperparameters.is_some());
+                        *switched[slot].get_or_insert(0) += usize::from(r.switched);
                     }
                     per[slot].push(ce);
                     slot += 1;

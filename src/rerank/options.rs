@@ -10,8 +10,9 @@ use crate::similarity::{Kernel, KernelKind};
 /// (`prior`, `graph-degree`); a front end renames them to its flags or arguments.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RerankOptions<'a> {
-    /// `boundary-morph`, `bagel`, `single-stage`, `rgs`, `rgs-simple`, or `auto` (chosen
-    /// by the budget: [`super::auto`]).
+    /// `boundary-morph`, `bagel`, `single-stage`, `rgs`, `rgs-simple`, or `auto`
+    /// (BoundaryMORPH with a switch when its first scores say its prior is wrong:
+    /// [`super::auto`]).
     pub method: &'a str,
     /// Oracle calls allowed, `B`.
     pub budget: usize,

@@ -40,6 +40,9 @@ pub struct Reranked {
     /// The hyperparameters the evidence fitted last (`None` with the paper's, or when the
     /// budget ended before the first fit).
     pub hyperparameters: Option<Hyper>,
+    /// `method = "auto"`: whether the run went over to the zero prior and hyperparameters
+    /// by the evidence ([`super::auto`]; a note says so too).
+    pub switched: bool,
     /// Notes for the caller (a budget capped at the pool size, an early stop, a step that
     /// ran on the CPU).
     pub notes: Vec<String>,
@@ -310,6 +313,7 @@ impl Reranker {
         // What the GP ended with: its kernel, and the hyperparameters the evidence fitted.
         let mut final_kernel = kernel;
         let mut hyper = None;
+        let mut switched = false;
         // The final order: by value (ties by MIPS position); with a token capacity, the
         // greedy fill by value per token.
         let (values, by_density) = match cfg.method {
@@ -427,7 +431,13 @@ impl Reranker {
                             switch = None;
                             let low =
                                 |run: &Run<'_>| run.scored.iter().all(|&j| run.y[j].is_some_and(|y| y < t));
-                            if low(&run) && calls < budget {
+                            if low(&run) && calls < budget && calls >= EVIDENCE_MAX_OBSERVATIONS {
+                                // A first round of that many calls (a batch that large):
+                                // beyond what the evidence fits.
+                                notes.push(format!(
+                                    "the first {calls} scores are all below {t}, but the switch to the evidence fits at most {EVIDENCE_MAX_OBSERVATIONS} calls: the paper's run goes on"
+                                ));
+                            } else if low(&run) && calls < budget {
                                 // The first calls sit at the top-k's boundary, which can hold
                                 // nothing relevant where fewer than k documents are: the
                                 // MIPS top confirms before the prior is dropped. One at a
@@ -447,9 +457,10 @@ impl Reranker {
                                 }
                             }
                             let calls = run.scored.len();
-                            if low(&run) && calls < budget {
+                            if low(&run) && calls < budget && calls < EVIDENCE_MAX_OBSERVATIONS {
                                 // The MIPS top scored low: the prior is contradicted. The
                                 // zero prior from here on, with the evidence's fits.
+                                switched = true;
                                 mu0 = vec![0.0; n];
                                 mu0_q = 0.0;
                                 by_evidence = true;
@@ -557,6 +568,7 @@ impl Reranker {
             scores: run.scores,
             kernel: final_kernel,
             hyperparameters: hyper,
+            switched,
             notes,
             backend,
         })
