@@ -11,7 +11,10 @@
 //! is how close the passes come to a streaming read on this machine.
 //!
 //! `boundary_morph_n10000_k100_evidence/100` is B = 100 with hyperparameters by the evidence
-//! (its fits and rebuilds inside the clock), beside the paper's.
+//! (its fits and rebuilds inside the clock), beside the paper's; `auto_n10000_k100_switched/100`
+//! is `method = "auto"` on scores that are all low (the same scores times 0.4), so it
+//! confirms at the MIPS top, switches, and fits from there; `auto_n10000_k100_kept/100` on
+//! the uniform scores, where it stays the paper's run.
 //!
 //! A `cuda` group runs the same on the GPU when `Engine::auto` finds one.
 //! Run: `cargo bench --bench rerank && python3 benches/medians.py`.
@@ -20,7 +23,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use ctxprune::demo::synthetic_pool;
 use ctxprune::rerank::gp::KernelRows;
 use ctxprune::rerank::{
-    kernel_rows_in, Hyperparameters, KernelChoice, Method, Precomputed, RerankConfig, Reranker, RowPrecision,
+    kernel_rows_in, Hyperparameters, KernelChoice, Method, Precomputed, RerankConfig, RerankOptions,
+    Reranker, RowPrecision,
 };
 use ctxprune::rng::Rng;
 use ctxprune::similarity::{Kernel, KernelKind};
@@ -127,6 +131,25 @@ fn benches(c: &mut Criterion) {
             })
         },
     );
+    let low: Vec<f64> = scores.iter().map(|s| 0.4 * s).collect();
+    let mut ac = RerankOptions::new("auto", budget, 100).config().unwrap();
+    ac.kernel = KernelChoice::Fixed(k);
+    let r = Reranker::new(&cpu, ac).unwrap();
+    for (name, s, switched) in [
+        ("auto_n10000_k100_switched", &low, true),
+        ("auto_n10000_k100_kept", &scores, false),
+    ] {
+        let got = r
+            .rerank(&pool, &p.query, &mut Precomputed::new(s.clone(), budget).unwrap())
+            .unwrap();
+        assert_eq!(got.switched, switched, "{name}");
+        g.bench_with_input(BenchmarkId::new(name, budget), &budget, |b, &budget| {
+            b.iter(|| {
+                let mut o = Precomputed::new(s.clone(), budget).unwrap();
+                black_box(r.rerank(&pool, &p.query, &mut o).unwrap())
+            })
+        });
+    }
     g.finish();
     let gpu = Engine::auto();
     if let Some(why) = gpu.fallback_reason() {
