@@ -50,14 +50,7 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     for l in 0..ta.len() {
         acc[l] += ta[l] * tb[l];
     }
-    let mut w = LANES_F32;
-    while w > 1 {
-        w /= 2;
-        for l in 0..w {
-            acc[l] += acc[l + w];
-        }
-    }
-    acc[0]
+    reduce(acc)
 }
 
 /// A bound on `|dot_f32(a, b) - <a, b>| / (‖a‖ ‖b‖)` for vectors of length `len`: each
@@ -281,9 +274,11 @@ fn lane_dot<A: Copy, B: Copy>(a: &[A], b: &[B], wa: impl Fn(A) -> f64, wb: impl 
     reduce(acc)
 }
 
+/// The fixed pairwise reduction of every lane loop here (`N` a power of two): lane `l`
+/// takes lane `l + w` for `w = N/2, N/4, ..., 1`.
 #[inline(always)]
-fn reduce(mut acc: [f64; LANES]) -> f64 {
-    let mut w = LANES;
+fn reduce<T: Copy + std::ops::AddAssign, const N: usize>(mut acc: [T; N]) -> T {
+    let mut w = N;
     while w > 1 {
         w /= 2;
         for l in 0..w {
