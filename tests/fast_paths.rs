@@ -325,3 +325,86 @@ fn screened_mmr_picks_are_the_eager_picks() {
         }
     }
 }
+
+/// MMR on the CPU takes relevance lazily (an `f32` bound for every row, the exact value
+/// only for rows that reach the top of its heap) and starts its heap from the screen's
+/// bounds: on pools built to tie (duplicate rows, scaled copies, rows one `f32` step
+/// apart) with retained rows and token budgets, and at λ = 0 and 1, the picks, gains and
+/// stop equal the eager picker's (every relevance exact, every gain refreshed) bit for
+/// bit. (The slow definition breaks near-ties by its own roundings; it is checked on a
+/// pool without them above.)
+#[test]
+fn lazy_relevance_gives_the_eager_picks_on_ties() {
+    use ctxprune::select::{select, Inputs, Method, SelectConfig};
+    for (seed, n, d) in [(91u64, 613usize, 96usize), (92, 2301, 40), (93, 61, 7)] {
+        let mut rng = ctxprune::rng::Rng::new(seed);
+        let c0: Vec<f64> = (0..d).map(|_| rng.normal()).collect();
+        let mut data: Vec<f32> = (0..n * d)
+            .map(|i| (1.6 * c0[i % d] + rng.normal()) as f32)
+            .collect();
+        // Every fifth row a copy of an earlier one, scaled (by 2 or 0.5 the same unit
+        // row: exact ties); every seventh the row before with one value a step away.
+        for r in 1..n {
+            let src = rng.below(r);
+            if r % 5 == 0 {
+                let s = [1.0f32, 2.0, 0.5, 3.0][r % 4];
+                for j in 0..d {
+                    data[r * d + j] = data[src * d + j] * s;
+                }
+            } else if r % 7 == 0 {
+                for j in 0..d {
+                    data[r * d + j] = data[(r - 1) * d + j];
+                }
+                let j = rng.below(d);
+                data[r * d + j] = f32::from_bits(data[r * d + j].to_bits() + 1);
+            }
+        }
+        let q: Vec<f32> = (0..d)
+            .map(|j| (1.6 * c0[j] + 0.4 * rng.normal()) as f32)
+            .collect();
+        // The most relevant rows: copies of the query, each with values a step or two
+        // away, so their relevances differ by less than the `f32` bounds resolve.
+        for t in 0..12 {
+            let r = (t * 53 + 11) % n;
+            data[r * d..(r + 1) * d].copy_from_slice(&q);
+            for _ in 0..1 + t % 3 {
+                let j = rng.below(d);
+                let v = &mut data[r * d + j];
+                *v = f32::from_bits(if t % 2 == 0 {
+                    v.to_bits() + 1
+                } else {
+                    v.to_bits() - 1
+                });
+            }
+        }
+        let costs: Vec<f64> = (0..n).map(|_| 1.0 + rng.below(9) as f64).collect();
+        let e = Embeddings::new(n, d, data, "m").unwrap();
+        let retained = [n / 3, n - 1];
+        for lam in [0.0, 0.35, 0.7, 1.0] {
+            for (k, budget, kept) in [
+                (40, None, &[][..]),
+                (25, Some(60.0), &retained[..]),
+                (n, None, &[][..]),
+            ] {
+                let mut cfg = SelectConfig::new(Method::Mmr).k(k.min(n)).lambda(lam);
+                if let Some(b) = budget {
+                    cfg = cfg.token_budget(b);
+                }
+                let inp = Inputs {
+                    embeddings: Some(&e),
+                    query: Some(&q),
+                    costs: Some(&costs),
+                    retained: kept,
+                    ..Inputs::default()
+                };
+                let lazy = select(&cfg, &inp).unwrap();
+                let eager = select(&cfg.clone().eager_only(true), &inp).unwrap();
+                let what = format!("seed {seed} λ {lam} k {k} budget {budget:?} retained {kept:?}");
+                assert_eq!(lazy.selected, eager.selected, "{what}");
+                let bits = |g: &[f64]| g.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&lazy.gains), bits(&eager.gains), "{what}");
+                assert_eq!(lazy.stop, eager.stop, "{what}");
+            }
+        }
+    }
+}

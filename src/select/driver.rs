@@ -51,24 +51,46 @@ pub(crate) trait Scorer: Sync {
     /// Refreshes every `alive` candidate, writing its gain: one eager step's bulk work, on
     /// every core.
     fn refresh_all(&self, cands: &mut [Self::Cand], gains: &mut [f64], alive: &[bool]) {
-        if cands.len() < SMALL_POOL {
-            for (x, (c, g)) in cands.iter_mut().zip(gains.iter_mut()).enumerate() {
-                if alive[x] {
-                    *g = self.refresh(x, c);
-                }
-            }
-            return;
-        }
-        // At least 64 candidates per task: a small pool is not split into tasks that cost
-        // more to hand out than to run.
-        cands
-            .par_iter_mut()
-            .zip(gains.par_iter_mut())
-            .enumerate()
-            .with_min_len(64)
-            .filter(|(x, _)| alive[*x])
-            .for_each(|(x, (c, g))| *g = self.refresh(x, c));
+        for_alive(cands, gains, alive, |x, c| self.refresh(x, c));
     }
+    /// Where the scorer has a bound cheaper than its refresh: writes an upper bound on
+    /// every `alive` candidate's gain under the current picks, leaving `c` ready for
+    /// [`refresh_until`](Self::refresh_until) to complete, and returns `true`; `false`
+    /// (the default) when it has none. The lazy heap then starts from these bounds
+    /// instead of exact gains, and only the candidates that reach its top are brought up
+    /// to date. While the scorer is not [`monotone`](Self::monotone) the heap serves one
+    /// step and is dropped (the next pick may raise a gain above its bound), and
+    /// `refresh_until` must then return every candidate complete.
+    fn bound_all(&self, _cands: &mut [Self::Cand], _gains: &mut [f64], _alive: &[bool]) -> bool {
+        false
+    }
+}
+
+/// `gains[x] = f(x, &mut cands[x])` for every `alive` candidate, on every core for a large
+/// pool.
+pub(crate) fn for_alive<C: Send>(
+    cands: &mut [C],
+    gains: &mut [f64],
+    alive: &[bool],
+    f: impl Fn(usize, &mut C) -> f64 + Sync,
+) {
+    if cands.len() < SMALL_POOL {
+        for (x, (c, g)) in cands.iter_mut().zip(gains.iter_mut()).enumerate() {
+            if alive[x] {
+                *g = f(x, c);
+            }
+        }
+        return;
+    }
+    // At least 64 candidates per task: a small pool is not split into tasks that cost
+    // more to hand out than to run.
+    cands
+        .par_iter_mut()
+        .zip(gains.par_iter_mut())
+        .enumerate()
+        .with_min_len(64)
+        .filter(|(x, _)| alive[*x])
+        .for_each(|(x, (c, g))| *g = f(x, c));
 }
 
 /// Pools below this many candidates are refreshed on the calling thread: waking the
@@ -260,6 +282,29 @@ impl<'s, S: Scorer> LazyPicker<'s, S> {
         self.costs.map_or(1.0, |c| c[x])
     }
 
+    /// One step over bounds while gains may still rise (no heap kept): the best bound's
+    /// exact gain, then the exact gains of the others whose bounds reach it. A candidate
+    /// left out has a bound, so a gain, below the first exact gain, and the best found
+    /// is at least that; ties go to the lower index, as everywhere.
+    fn best_of_bounds(&mut self) -> Option<(usize, f64)> {
+        let (s, cands) = (&*self.s, self.cands.as_mut()?);
+        let (alive, gains) = (&self.alive, &mut self.gains);
+        let first = (0..self.n)
+            .filter(|&x| alive[x])
+            .reduce(|b, x| if gains[x] > gains[b] { x } else { b })?;
+        gains[first] = s.refresh(first, &mut cands[first]);
+        let (reach, mut best) = (gains[first], first);
+        for x in 0..self.n {
+            if alive[x] && x != first && gains[x] >= reach {
+                gains[x] = s.refresh(x, &mut cands[x]);
+                if gains[x] > gains[best] || (gains[x] == gains[best] && x < best) {
+                    best = x;
+                }
+            }
+        }
+        Some((best, gains[best]))
+    }
+
     /// The heap's best open candidate, refreshing stale tops.
     fn heap_best(&mut self, remaining: f64) -> Option<usize> {
         let (s, cands) = (&*self.s, self.cands.as_mut()?);
@@ -331,12 +376,19 @@ impl<S: Scorer> Picker for LazyPicker<'_, S> {
                     self.alive[x] = false;
                 }
             }
+            // Once gains only fall (monotone), the lazy heap, kept from step to step;
+            // bounds where the scorer has them, for every step (a heap for this one only
+            // while not monotone).
+            let monotone = self.s.monotone();
+            let mut bounded = false;
             if let Some(cands) = self.cands.as_mut() {
-                self.s.refresh_all(cands, &mut self.gains, &self.alive);
+                bounded = !self.eager_only && self.s.bound_all(cands, &mut self.gains, &self.alive);
+                if !bounded {
+                    self.s.refresh_all(cands, &mut self.gains, &self.alive);
+                }
             }
-            if !self.eager_only && self.s.monotone() {
-                // From here on gains only fall: switch to lazy refreshes.
-                let stamp = self.stamp;
+            if !self.eager_only && monotone {
+                let stamp = if bounded { PARTIAL } else { self.stamp };
                 self.heap = Some(
                     (0..self.n)
                         .filter(|&x| self.alive[x])
@@ -347,6 +399,8 @@ impl<S: Scorer> Picker for LazyPicker<'_, S> {
                         })
                         .collect(),
                 );
+            } else if bounded {
+                return Ok(self.best_of_bounds());
             } else {
                 let mut best: Option<usize> = None;
                 for x in 0..self.n {
@@ -566,6 +620,90 @@ mod tests {
                 &floor(crate::select::presets::CENTROID_NOISE_FLOOR),
                 &format!("centroid {what}"),
             );
+        }
+    }
+
+    /// A scorer whose gain is `w[x]` less its largest similarity to the picks (0 with
+    /// none: not monotone at first), with bounds `gain + slack[x]` from `bound_all`, so
+    /// the best bound is seldom the best gain, and gains tie (`w` in steps of 1/8).
+    struct Loose {
+        w: Vec<f64>,
+        slack: Vec<f64>,
+        sim: Vec<f64>,
+        n: usize,
+        picks: Vec<usize>,
+    }
+
+    impl Loose {
+        fn gain(&self, x: usize) -> f64 {
+            let red = self
+                .picks
+                .iter()
+                .map(|&p| self.sim[x * self.n + p])
+                .fold(0.0, f64::max);
+            self.w[x] - red
+        }
+    }
+
+    impl Scorer for Loose {
+        type Cand = ();
+        fn cand(&self, _: usize) {}
+        fn refresh(&self, x: usize, _: &mut ()) -> f64 {
+            self.gain(x)
+        }
+        fn add(&mut self, x: usize, _: &()) {
+            self.picks.push(x);
+        }
+        fn monotone(&self) -> bool {
+            !self.picks.is_empty()
+        }
+        fn bound_all(&self, _: &mut [()], gains: &mut [f64], alive: &[bool]) -> bool {
+            for x in 0..self.n {
+                if alive[x] {
+                    gains[x] = self.gain(x) + self.slack[x];
+                }
+            }
+            true
+        }
+    }
+
+    /// Heaps and first steps started from bounds (`Scorer::bound_all`), loose ones that
+    /// rank the candidates otherwise than their gains, give the eager picker's picks and
+    /// gains, ties to the lower index included, with and without retained rows and a
+    /// token budget.
+    #[test]
+    fn steps_from_bounds_give_the_eager_picks() {
+        for (seed, n) in [(7u64, 41usize), (8, 130), (9, 7)] {
+            let mut rng = crate::rng::Rng::new(seed);
+            let w: Vec<f64> = (0..n).map(|_| rng.below(9) as f64 / 8.0).collect();
+            let slack: Vec<f64> = (0..n).map(|_| [0.0, 0.1, 0.4][rng.below(3)]).collect();
+            let mut sim = vec![0.0; n * n];
+            for x in 0..n {
+                for y in 0..x {
+                    let v = rng.below(5) as f64 / 8.0 - 0.25;
+                    sim[x * n + y] = v;
+                    sim[y * n + x] = v;
+                }
+            }
+            let costs: Vec<f64> = (0..n).map(|_| 1.0 + rng.below(4) as f64).collect();
+            let mk = || Loose {
+                w: w.clone(),
+                slack: slack.clone(),
+                sim: sim.clone(),
+                n,
+                picks: Vec::new(),
+            };
+            for (k, budget, retained) in [(Some(n), None, vec![]), (Some(5), Some(9.0), vec![n / 2])] {
+                let lim = Limits {
+                    k,
+                    token_budget: budget,
+                    costs: Some(&costs),
+                    threshold: None,
+                    cancel: None,
+                };
+                let what = format!("loose seed {seed} k={k:?} budget={budget:?} retained={retained:?}");
+                both(&mk, n, &retained, &lim, &Facts { floor: None }, &what);
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ impl Scorer for Hybrid<'_> {
         self.grn.cand(x)
     }
     fn refresh(&self, x: usize, c: &mut Resid) -> f64 {
-        let rel = self.grn.d.rel.as_ref().map_or(0.0, |r| r[x]);
+        let rel = self.grn.d.rel_at(x);
         let [a, b, g] = self.w;
         let grn = if b == 0.0 { 0.0 } else { self.grn.refresh(x, c) };
         let sc = if g == 0.0 {

@@ -10,6 +10,11 @@ use crate::backend::cpu::{self, orthonormal_extension};
 /// What MMR needs of a similarity: relevance to the query and pairwise similarity.
 pub(crate) trait Similarity: Sync {
     fn rel(&self, x: usize) -> f64;
+    /// An upper bound on [`rel`](Self::rel)`(x)`, possibly cheaper (already at hand): what
+    /// the lazy heap's bounds start from. By default `rel` itself.
+    fn rel_upper(&self, x: usize) -> f64 {
+        self.rel(x)
+    }
     fn sim(&self, x: usize, y: usize) -> f64;
     /// A lower bound on `sim(x, y)`, cheaper to compute: the lazy refresh screens with it
     /// and computes `sim` only where the bound cannot settle the comparison. By default
@@ -28,6 +33,9 @@ impl<T: Similarity> Similarity for &T {
     fn rel(&self, x: usize) -> f64 {
         (**self).rel(x)
     }
+    fn rel_upper(&self, x: usize) -> f64 {
+        (**self).rel_upper(x)
+    }
     fn sim(&self, x: usize, y: usize) -> f64 {
         (**self).sim(x, y)
     }
@@ -41,7 +49,10 @@ impl<T: Similarity> Similarity for &T {
 
 impl Similarity for Dense<'_> {
     fn rel(&self, x: usize) -> f64 {
-        self.rel.as_ref().map_or(0.0, |r| r[x])
+        self.rel_at(x)
+    }
+    fn rel_upper(&self, x: usize) -> f64 {
+        Dense::rel_upper(self, x)
     }
     fn sim(&self, x: usize, y: usize) -> f64 {
         self.cos(x, y)
@@ -71,17 +82,37 @@ impl<S> Mmr<S> {
     }
 }
 
+impl<S: Similarity> Mmr<S> {
+    /// The gain with relevance `rel` and `max` as the maximum similarity to the picks
+    /// (none yet: 0). It grows with `rel` (`lambda >= 0`), so an upper bound on the
+    /// relevance gives one on the gain.
+    fn score(&self, rel: f64, max: f64) -> f64 {
+        let red = if self.picks.is_empty() { 0.0 } else { max };
+        self.lambda * rel - (1.0 - self.lambda) * red
+    }
+
+    /// `x`'s relevance if `c` holds it, else an upper bound on it.
+    fn rel_bound(&self, x: usize, c: &MaxSim) -> f64 {
+        if c.rel.is_nan() {
+            self.sims.rel_upper(x)
+        } else {
+            c.rel
+        }
+    }
+}
+
 /// Picks a partial refresh takes between checks of its value ([`Scorer::refresh_until`]).
 const CHUNK: usize = 8;
 
 /// Running max-similarity to the picks, valid through `upto` picks, and a lower bound on
 /// it through `lb_upto` picks (from [`Similarity::sim_lower`]; `lb_upto >= upto` once
-/// screened).
+/// screened); the relevance once computed (`NaN` before: an exact relevance is finite).
 pub(crate) struct MaxSim {
     max: f64,
     upto: usize,
     lb: f64,
     lb_upto: usize,
+    rel: f64,
 }
 
 impl<S: Similarity> Scorer for Mmr<S> {
@@ -92,17 +123,17 @@ impl<S: Similarity> Scorer for Mmr<S> {
             upto: 0,
             lb: f64::NEG_INFINITY,
             lb_upto: 0,
+            rel: f64::NAN,
         }
     }
     fn refresh(&self, x: usize, c: &mut MaxSim) -> f64 {
         self.refresh_until(x, c, f64::NEG_INFINITY).0
     }
+    // A value returned short of complete is an upper bound (the relevance's bound where
+    // it is not yet computed); a complete one is exact: the relevance is computed then.
     fn refresh_until(&self, x: usize, c: &mut MaxSim, stop: f64) -> (f64, bool) {
         let t = self.picks.len();
-        let score = |max: f64| {
-            let red = if t == 0 { 0.0 } else { max };
-            self.lambda * self.sims.rel(x) - (1.0 - self.lambda) * red
-        };
+        let rel = self.rel_bound(x, c);
         // Screening first (a stop to beat and a cheaper bound): a lower bound on each new
         // pick's similarity gives a lower bound on the max, so an upper bound on the
         // score; while that stays below `stop` the candidate is not the pick and needs no
@@ -116,7 +147,7 @@ impl<S: Similarity> Scorer for Mmr<S> {
                     c.lb = c.lb.max(self.sims.sim_lower(x, p));
                 }
                 at = end;
-                let v = score(c.max.max(c.lb));
+                let v = self.score(rel, c.max.max(c.lb));
                 if v < stop {
                     c.lb_upto = at;
                     return (v, false);
@@ -132,12 +163,34 @@ impl<S: Similarity> Scorer for Mmr<S> {
             c.upto = end;
             // The maximum over some of the picks is at most the maximum over all of
             // them, so this score is at least the final one.
-            let v = score(c.max.max(c.lb));
+            let v = self.score(rel, c.max.max(c.lb));
             if end < t && v < stop {
                 return (v, false);
             }
         }
-        (score(c.max), true)
+        if c.rel.is_nan() {
+            c.rel = self.sims.rel(x);
+        }
+        (self.score(c.rel, c.max), true)
+    }
+    // Bounds on every candidate, each from what is cheap: the relevance's bound (exact
+    // where computed) and the screen's lower bound on the max over every pick, so
+    // `refresh_until` goes straight to the exact pass. Valid for the current picks;
+    // with none yet (not monotone) `refresh_until` completes every candidate it is
+    // given (there is nothing to catch up but the relevance), as the driver needs.
+    fn bound_all(&self, cands: &mut [MaxSim], gains: &mut [f64], alive: &[bool]) -> bool {
+        if !self.sims.screens() {
+            return false;
+        }
+        let t = self.picks.len();
+        super::driver::for_alive(cands, gains, alive, |x, c| {
+            for &p in &self.picks[c.lb_upto.max(c.upto)..] {
+                c.lb = c.lb.max(self.sims.sim_lower(x, p));
+            }
+            c.lb_upto = t;
+            self.score(self.rel_bound(x, c), c.max.max(c.lb))
+        });
+        true
     }
     fn add(&mut self, x: usize, _: &MaxSim) {
         self.picks.push(x);

@@ -440,9 +440,16 @@ impl Selector {
             cancel: req.cancel,
         };
         let (facts, kind) = self.facts(n);
+        // MMR's lazy heap on the CPU reads relevance through bounds: exact only for the
+        // rows that reach its top (the eager reference computes it all, as before).
+        let lazy_rel = m == Method::Mmr
+            && mode == Mode::Greedy
+            && !self.cfg.eager_only
+            && self.engine.kind() == BackendKind::Cpu;
         let dense = match rows {
             Some(r) if m != Method::Lexical => Some(match (query, rel) {
                 (Some(_), Some(rel)) => Dense::with_rel(r, rel),
+                (Some(q), None) if lazy_rel => Dense::lazy(r, q)?,
                 _ => Dense::new(r, query)?,
             }),
             _ => None,
