@@ -58,9 +58,9 @@ pub(crate) trait Scorer: Sync {
     /// [`refresh_until`](Self::refresh_until) to complete, and returns `true`; `false`
     /// (the default) when it has none. The lazy heap then starts from these bounds
     /// instead of exact gains, and only the candidates that reach its top are brought up
-    /// to date. While the scorer is not [`monotone`](Self::monotone) the heap serves one
-    /// step and is dropped (the next pick may raise a gain above its bound), and
-    /// `refresh_until` must then return every candidate complete.
+    /// to date. While the scorer is not [`monotone`](Self::monotone) the bounds serve one
+    /// step, with no heap kept (the next pick may raise a gain above its bound), and
+    /// [`refresh`](Self::refresh) must then return exact gains from them.
     fn bound_all(&self, _cands: &mut [Self::Cand], _gains: &mut [f64], _alive: &[bool]) -> bool {
         false
     }
@@ -376,9 +376,8 @@ impl<S: Scorer> Picker for LazyPicker<'_, S> {
                     self.alive[x] = false;
                 }
             }
-            // Once gains only fall (monotone), the lazy heap, kept from step to step;
-            // bounds where the scorer has them, for every step (a heap for this one only
-            // while not monotone).
+            // Bounds where the scorer has them. Once gains only fall (monotone), the lazy
+            // heap, kept from step to step; before, one step over the bounds.
             let monotone = self.s.monotone();
             let mut bounded = false;
             if let Some(cands) = self.cands.as_mut() {
