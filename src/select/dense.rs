@@ -30,8 +30,19 @@ struct Lazy<'a> {
     upper: Vec<f64>,
 }
 
-/// Pools from this many rows take the lazy bounds' pass on every core.
-const PAR_ROWS: usize = 2048;
+/// `1 / ‖q‖` of a query, checked (finite, non-zero) only: relevance divides by the
+/// query's exact norm, and scaling the query scales every candidate's relevance alike.
+fn inv_query(q: &[f32]) -> crate::Result<f64> {
+    crate::embeddings::unit_vector(q, "query")?;
+    Ok(1.0 / cpu::dot(q, q).sqrt())
+}
+
+/// `cos(x, q)` from `<e~_x, q>` and the two inverse norms: the one scaling of the stored
+/// and the lazy relevance (their bits must agree).
+#[inline]
+fn relevance(dot: f64, inv_x: f64, inv_q: f64) -> f64 {
+    dot * (inv_x * inv_q)
+}
 
 /// [`Dense::screen`] for rows of `d` dimensions.
 fn screen(d: usize) -> f64 {
@@ -46,13 +57,12 @@ impl<'a> Dense<'a> {
         let rel = match query {
             None => None,
             Some(q) => {
-                // Only checked: relevance divides by the query's exact norm, and scaling
-                // the query scales every candidate's relevance alike.
-                crate::embeddings::unit_vector(q, "query")?;
-                let inv_q = 1.0 / cpu::dot(q, q).sqrt();
+                let inv_q = inv_query(q)?;
                 let mut r = vec![0.0; e.rows()];
                 cpu::matvec(e.as_slice(), e.dim(), q, &mut r);
-                r.iter_mut().zip(inv).for_each(|(v, &i)| *v *= i * inv_q);
+                r.iter_mut()
+                    .zip(inv)
+                    .for_each(|(v, &i)| *v = relevance(*v, i, inv_q));
                 Some(r)
             }
         };
@@ -73,8 +83,7 @@ impl<'a> Dense<'a> {
     /// never reach the top of its heap never get an exact product.
     pub fn lazy(rows: &Rows<'a>, query: &'a [f32]) -> crate::Result<Self> {
         let (e, inv) = (rows.e, rows.inv);
-        crate::embeddings::unit_vector(query, "query")?;
-        let inv_q = 1.0 / cpu::dot(query, query).sqrt();
+        let inv_q = inv_query(query)?;
         let screen = screen(e.dim());
         let bound = |x: usize| {
             let c = f64::from(cpu::dot_f32(e.row(x), query)) * inv[x] * inv_q + screen;
@@ -85,7 +94,7 @@ impl<'a> Dense<'a> {
                 f64::INFINITY
             }
         };
-        let upper = if e.rows() < PAR_ROWS {
+        let upper = if e.rows() < super::driver::SMALL_POOL {
             (0..e.rows()).map(bound).collect()
         } else {
             use rayon::prelude::*;
@@ -113,8 +122,8 @@ impl<'a> Dense<'a> {
     pub fn rel_at(&self, x: usize) -> f64 {
         match (&self.rel, &self.lazy) {
             (Some(r), _) => r[x],
-            // `matvec`'s row is `dot` of the row, and the scaling is the same.
-            (None, Some(l)) => cpu::dot(self.e.row(x), l.q) * (self.inv[x] * l.inv_q),
+            // `matvec`'s row is `dot` of the row, scaled as `Dense::new` scales it.
+            (None, Some(l)) => relevance(cpu::dot(self.e.row(x), l.q), self.inv[x], l.inv_q),
             (None, None) => 0.0,
         }
     }
