@@ -99,6 +99,32 @@ pub(crate) fn full_refit(
     (mean, var)
 }
 
+/// BoundaryMORPH's calls replayed with the full refit at every step: the boundary rule
+/// over the dense posterior with prior `mu0` (the query observed at its residual 0).
+pub(crate) fn refit_replay(
+    k: &PoolKernel<'_>,
+    mu0: &[f64],
+    scores: &[f64],
+    budget: usize,
+    cap: usize,
+) -> Vec<usize> {
+    let n = k.len();
+    let mut obs = vec![(None, 0.0)];
+    let mut y = vec![None; n];
+    let mut calls = vec![];
+    for _ in 0..budget {
+        let (mut m, mut v) = full_refit(k, mu0, &obs, 1e-4);
+        overlay(&mut m, &mut v, &y);
+        let Some(j) = bp(&m, &v, &y, cap) else {
+            break;
+        };
+        calls.push(j);
+        y[j] = Some(scores[j]);
+        obs.push((Some(j), scores[j] - mu0[j]));
+    }
+    calls
+}
+
 #[test]
 fn incremental_gp_equals_a_full_refit_at_every_step() {
     for &(n, d, seed) in &[(37usize, 9usize, 1u64), (64, 5, 2), (23, 17, 3)] {
@@ -183,23 +209,8 @@ fn boundary_morph_follows_the_full_refit_call_for_call() {
     let (p, scores) = pool(n, 7, 11);
     let mut o = Precomputed::new(scores.clone(), budget).unwrap();
     let got = rerank(&RerankConfig::new(Method::BoundaryMorph, budget, cap), &p, &mut o).unwrap();
-    let k = p.rows();
-    // Replay with the full refit at every step.
     let mu0: Vec<f64> = (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect();
-    let mut obs = vec![(None, 0.0)];
-    let mut y = vec![None; n];
-    let mut calls = vec![];
-    for _ in 0..budget {
-        let (mut m, mut v) = full_refit(&k, &mu0, &obs, 1e-4);
-        overlay(&mut m, &mut v, &y);
-        let Some(j) = bp(&m, &v, &y, cap) else {
-            break;
-        };
-        calls.push(j);
-        y[j] = Some(scores[j]);
-        obs.push((Some(j), scores[j] - mu0[j]));
-    }
-    assert_eq!(got.scored, calls);
+    assert_eq!(got.scored, refit_replay(&p.rows(), &mu0, &scores, budget, cap));
     assert_eq!(got.selected.len(), cap);
     assert!(o.calls() <= budget);
 }

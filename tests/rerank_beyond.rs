@@ -4,12 +4,12 @@
 //! on hand-made pools, App. C.2's RGS against its degenerate case, and App. E.1's
 //! multimodal mass and the token-normalised nCG by hand.
 
-use crate::rerank::{bp, full_refit, overlay, pool, rerank, P};
+use crate::rerank::{bp, full_refit, overlay, pool, refit_replay, rerank, P};
 use crate::slow;
 use ctxprune::rerank::gp::{Gp, KernelRows};
 use ctxprune::rerank::metrics::ncg_tokens;
 use ctxprune::rerank::peaks::{landscape, PeakOptions};
-use ctxprune::rerank::{boundary_pick_tokens, Method, Precomputed, Prior, RerankConfig};
+use ctxprune::rerank::{boundary_pick_tokens, kernel_rows, Method, Precomputed, Prior, RerankConfig};
 use ctxprune::rng::Rng;
 use ctxprune::{Embeddings, Engine, Pool};
 
@@ -516,4 +516,84 @@ fn probes_are_spread_over_the_mips_ranks_and_scored_first() {
     let mut o = Precomputed::new(scores, 15).unwrap();
     let e = rerank(&cfg, &p, &mut o).unwrap_err().to_string();
     assert!(e.contains("prior_probes"), "{e}");
+}
+
+/// The score prior against its definition, evaluated directly: each raw row's cosine with
+/// the raw query in f64, min-max scaled over the pool, square root. The pool reads unit f32
+/// copies, so the squares agree to f32's precision over the cosines' span.
+#[test]
+fn score_prior_is_the_shape_of_the_query_cosines() {
+    use ctxprune::rerank::{kernel_rows_in, prior_mean, RowPrecision};
+    for &(n, d, seed) in &[(37usize, 9usize, 31u64), (64, 5, 32), (203, 17, 33), (2, 3, 34)] {
+        let (raw, q, _) = crate::raw_problem(n, d, seed);
+        let norm = |v: &[f32]| v.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+        let want_cos: Vec<f64> = (0..n)
+            .map(|i| {
+                let x = raw.row(i);
+                let dot: f64 = x.iter().zip(&q).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+                dot / (norm(x) * norm(&q))
+            })
+            .collect();
+        let lo = want_cos.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = want_cos.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        assert!(hi - lo > 0.1, "n={n}: a spread-out pool");
+        let want: Vec<f64> = want_cos.iter().map(|c| (c - lo) / (hi - lo)).collect();
+        let pool = Pool::new(&Engine::cpu(), raw).unwrap();
+        let kernel = ctxprune::similarity::Kernel::Cosine;
+        let f32_mean = prior_mean(Prior::Score, &kernel_rows(&pool, &q, kernel).unwrap());
+        let squares: Vec<f64> = f32_mean.iter().map(|m| m * m).collect();
+        crate::assert_close(&format!("mu0^2 n={n}"), &squares, &want, 1e-6 / (hi - lo));
+        let top = (0..n)
+            .max_by(|&a, &b| want_cos[a].total_cmp(&want_cos[b]))
+            .unwrap();
+        let bottom = (0..n)
+            .min_by(|&a, &b| want_cos[a].total_cmp(&want_cos[b]))
+            .unwrap();
+        assert_eq!((f32_mean[top], f32_mean[bottom]), (1.0, 0.0), "n={n}");
+        // The shape reads the f32 rows whatever the kernel rows' precision.
+        for prec in [RowPrecision::Bf16, RowPrecision::F16] {
+            let half = kernel_rows_in(&pool, &q, kernel, prec).unwrap();
+            assert_eq!(prior_mean(Prior::Score, &half), f32_mean, "n={n} {prec:?}");
+        }
+        // The other priors: the percentile (the adaptive prior starts from it) and zero.
+        let rows = kernel_rows(&pool, &q, kernel).unwrap();
+        assert_eq!(prior_mean(Prior::Mips, &rows), percentile(n));
+        assert_eq!(prior_mean(Prior::Adaptive, &rows), percentile(n));
+        assert_eq!(prior_mean(Prior::Zero, &rows), vec![0.0; n]);
+    }
+    // Every cosine equal (copies of one row), and a pool of one: no shape, 1 everywhere.
+    let e = Embeddings::new(5, 3, [0.3f32, -1.0, 2.0].repeat(5), "copies").unwrap();
+    let pool = Pool::new(&Engine::cpu(), e).unwrap();
+    let rows = kernel_rows(&pool, &[1.0, 0.5, 0.25], ctxprune::similarity::Kernel::Cosine).unwrap();
+    assert_eq!(prior_mean(Prior::Score, &rows), vec![1.0; 5]);
+    let e = Embeddings::new(1, 3, vec![0.3f32, -1.0, 2.0], "one").unwrap();
+    let pool = Pool::new(&Engine::cpu(), e).unwrap();
+    let rows = kernel_rows(&pool, &[1.0, 0.5, 0.25], ctxprune::similarity::Kernel::Cosine).unwrap();
+    assert_eq!(prior_mean(Prior::Score, &rows), vec![1.0]);
+    assert_eq!(prior_mean(Prior::Mips, &rows), vec![1.0]);
+}
+
+/// BoundaryMORPH with the score prior is the dense refit's boundary rule over that prior,
+/// call for call (the query observed at `mu0 = 1`).
+#[test]
+fn score_prior_follows_the_full_refit_call_for_call() {
+    use ctxprune::rerank::prior_mean;
+    for &(n, d, seed, budget, cap) in &[(40usize, 7usize, 41u64, 12usize, 5usize), (53, 11, 42, 15, 7)] {
+        let (p, scores) = pool(n, d, seed);
+        let mut cfg = RerankConfig::new(Method::BoundaryMorph, budget, cap);
+        cfg.prior = Prior::Score;
+        let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+        let got = rerank(&cfg, &p, &mut o).unwrap();
+        let k = p.rows();
+        let mu0 = prior_mean(Prior::Score, &k);
+        assert_ne!(mu0, percentile(n), "a different prior from the paper's");
+        assert_eq!(got.scored, refit_replay(&k, &mu0, &scores, budget, cap), "n={n}");
+        let paper = rerank(
+            &RerankConfig::new(Method::BoundaryMorph, budget, cap),
+            &p,
+            &mut Precomputed::new(scores.clone(), budget).unwrap(),
+        )
+        .unwrap();
+        assert_ne!(paper.scored, got.scored, "n={n}: the prior changes the calls");
+    }
 }

@@ -360,7 +360,7 @@ class Reranker:
     "rgs-simple", or "auto" (boundary-morph's defaults; if its first 10 scores and the
     MIPS top 3 are all below 0.5, the zero prior and hyperparameters by the evidence from
     there on); `kernel`: "vmf" (default, concentration by the median heuristic unless
-    `kappa`), "cosine", "rbf", "matern52"; `prior` ("mips", "zero", "adaptive") and
+    `kappa`), "cosine", "rbf", "matern52"; `prior` ("mips", "zero", "adaptive", "score") and
     `acquisition` ("boundary", "ucb") for boundary-morph; `beta0` for UCB; `graph_degree`
     for rgs and rgs-simple, `seed_div` and `frac` for rgs; `batch` (documents per oracle
     call, boundary-morph and bagel); `token_capacity` (then `rerank` needs `tokens`);

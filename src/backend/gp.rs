@@ -362,6 +362,25 @@ impl<'a> PoolKernel<'a> {
         }
     }
 
+    /// Every pool row's cosine with the query, from the f32 rows (whatever the row
+    /// precision) in f64, not rounded: the MIPS scores the score prior is shaped from
+    /// ([`crate::rerank::prior_mean`]).
+    #[must_use]
+    pub fn query_cosines(&self) -> Vec<f64> {
+        let e = self.rows.e;
+        let inv = self.rows.inv;
+        let y: Vec<f64> = self.query.iter().map(|&v| f64::from(v)).collect();
+        let yinv = 1.0 / super::cpu::dot(&self.query, &self.query).sqrt();
+        let mut out = vec![0.0; e.rows()];
+        out.par_chunks_mut(ROW_BLOCK).enumerate().for_each(|(c, o)| {
+            for (t, v) in o.iter_mut().enumerate() {
+                let r = c * ROW_BLOCK + t;
+                *v = super::cpu::dot_mixed(e.row(r), &y) * (inv[r] * yinv);
+            }
+        });
+        out
+    }
+
     /// The cosine between two observations (`None`: the query) as the kernel sees it:
     /// accumulated in f64 and rounded once to f32 (1 between an observation and itself).
     /// What the GP's evidence ([`crate::rerank::evidence`]) is taken over. An index outside

@@ -75,6 +75,13 @@ pub enum Prior {
     /// generalised least squares with a ridge toward 1 ([`super::gp::Gp::set_adaptive`]): the paper's
     /// prior while the scores agree with it, fading to zero as they contradict it.
     Adaptive,
+    /// The MIPS score's shape: `sqrt((c_i - c_min) / (c_max - c_min))`, where `c_i` is row
+    /// `i`'s cosine with the query and the minimum and maximum are over the pool (1 for
+    /// every row when they are equal); the query has `mu0 = 1`. Unlike the percentile it
+    /// keeps the gaps between the scores: a top that stands out is high and the long flat
+    /// tail low, where the percentile spreads both evenly over `[0, 1]`. The square root
+    /// was chosen by measurement on the real-text set (docs/rerank.md).
+    Score,
 }
 
 /// The adaptive prior's ridge toward `alpha = 1` ([`super::gp::Gp::set_adaptive`]).

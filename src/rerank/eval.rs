@@ -262,6 +262,13 @@ pub fn variants() -> Vec<Variant> {
         Acquisition::Boundary,
         1.0,
     ));
+    out.push(v(
+        "bm(prior=score)",
+        Method::BoundaryMorph,
+        Prior::Score,
+        Acquisition::Boundary,
+        1.0,
+    ));
     let mut probed = v(
         "bm(adaptive,probes)",
         Method::BoundaryMorph,

@@ -21,6 +21,8 @@
 //!   call for call;
 //! - an adaptive prior ([`Prior::Adaptive`]): the MIPS prior's scale fitted to the scores as
 //!   they arrive, so a prior the oracle contradicts fades to zero;
+//! - a score prior ([`Prior::Score`]): the shape of the MIPS scores themselves (min-max
+//!   scaled, square root) instead of their ranks ([`prior_mean`]);
 //! - a token capacity: the selected set is the greedy fill of `T` tokens by posterior value
 //!   per token, and the boundary rule compares the set's members with the rest on value per
 //!   token.
@@ -48,6 +50,7 @@ pub mod options;
 pub mod oracle;
 pub mod peaks;
 pub mod plot;
+mod prior;
 mod reranker;
 mod rgs;
 mod run;
@@ -64,6 +67,7 @@ use gp::PoolKernel;
 pub use gp::RowPrecision;
 pub use options::RerankOptions;
 pub use oracle::{Oracle, Precomputed};
+pub use prior::prior_mean;
 pub use reranker::{probe_ranks, rerank, rerank_tokens, Reranked, Reranker};
 
 /// The pool's kernel read on demand (rows of `K(pool, pool)` computed when asked, the

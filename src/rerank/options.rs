@@ -122,10 +122,11 @@ impl<'a> RerankOptions<'a> {
             "mips" => Prior::Mips,
             "zero" => Prior::Zero,
             "adaptive" => Prior::Adaptive,
+            "score" => Prior::Score,
             p => {
                 return Err(Error::invalid(
                     "prior",
-                    format!("unknown prior '{p}' (mips, zero, adaptive)"),
+                    format!("unknown prior '{p}' (mips, zero, adaptive, score)"),
                 ))
             }
         };

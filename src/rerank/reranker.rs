@@ -344,11 +344,7 @@ impl Reranker {
                     (cfg.prior, cfg.acquisition)
                 };
                 let mips = prior != Prior::Zero;
-                let mut mu0: Vec<f64> = match (mips, n > 1) {
-                    (true, true) => (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect(),
-                    (true, false) => vec![1.0],
-                    (false, _) => vec![0.0; n],
-                };
+                let mut mu0 = super::prior_mean(prior, &src);
                 let mut mu0_q = if mips { 1.0 } else { 0.0 };
                 let mut by_evidence = cfg.hyperparameters == Hyperparameters::Evidence;
                 // Checked once, after EVIDENCE_FIRST calls (`switch_below`).

@@ -58,8 +58,9 @@ pub struct RerankArgs {
     /// vMF concentration (default: the median heuristic).
     #[arg(long, allow_hyphen_values = true)]
     pub kappa: Option<f32>,
-    /// boundary-morph's prior: mips (default), zero, or adaptive (the MIPS prior's scale
-    /// re-fitted to the scores after every call, fading to zero when they contradict it).
+    /// boundary-morph's prior: mips (default), zero, adaptive (the MIPS prior's scale
+    /// re-fitted to the scores after every call, fading to zero when they contradict it),
+    /// or score (the square root of the query cosine, min-max scaled over the pool).
     #[arg(long)]
     pub prior: Option<String>,
     /// boundary-morph's acquisition: boundary (default) or ucb.
