@@ -150,6 +150,18 @@ impl Kernel {
         }
     }
 
+    /// This kernel with its concentration times `c`: vMF's `kappa · c`, RBF's and
+    /// Matérn-5/2's `l² / c`; the cosine kernel as it is. `c = 1` gives the same bits.
+    #[must_use]
+    pub fn concentrated(self, c: f32) -> Kernel {
+        match self {
+            Kernel::Cosine => Kernel::Cosine,
+            Kernel::Vmf { kappa } => Kernel::Vmf { kappa: kappa * c },
+            Kernel::Rbf { l2 } => Kernel::Rbf { l2: l2 / c },
+            Kernel::Matern52 { l2 } => Kernel::Matern52 { l2: l2 / c },
+        }
+    }
+
     /// The kernel of `kind` with its bandwidth from the median heuristic over `e`
     /// (SPEC §3): `kappa = ln 2 / (1 - med)`, `l² = 1 - med`, where `med` is the median
     /// pairwise cosine; when `1 - med <= 1e-12` (all rows identical) `kappa = 1`, `l² = 1`.

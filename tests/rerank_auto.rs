@@ -1,11 +1,12 @@
-//! `method = "auto"` (src/rerank/auto.rs): BoundaryMORPH's defaults with the switch to the
+//! `method = "auto"` (src/rerank/auto.rs): BoundaryMORPH with the score prior and the
+//! kernel's concentration doubled, with the switch to the
 //! zero prior and the evidence when the first scores are all low, against a dense replay;
 //! every option it sets refused by name.
 
 use crate::rerank::{pool, rerank, P};
-use crate::rerank_evidence::evidence_replay;
+use crate::rerank_evidence::{evidence_replay, Replay};
 use crate::slow;
-use ctxprune::rerank::auto::{AUTO_CONFIRM, AUTO_LOW_SCORE};
+use ctxprune::rerank::auto::{AUTO_CONCENTRATION, AUTO_CONFIRM, AUTO_LOW_SCORE};
 use ctxprune::rerank::{
     Hyperparameters, Method, Precomputed, Prior, RerankConfig, RerankOptions, Reranker, RowPrecision,
 };
@@ -16,21 +17,28 @@ fn auto_is_boundary_morph_with_the_switch() {
         let c = RerankOptions::new("auto", b, 3).config().unwrap();
         let want = RerankOptions::new("boundary-morph", b, 3).config().unwrap();
         assert_eq!(
-            (c.method, c.prior, c.hyperparameters, c.batch, c.kernel),
+            (
+                c.method,
+                c.prior,
+                c.hyperparameters,
+                c.batch,
+                c.kernel,
+                c.concentration
+            ),
             (
                 want.method,
-                want.prior,
+                Prior::Score,
                 want.hyperparameters,
                 want.batch,
-                want.kernel
+                want.kernel,
+                2.0
             ),
             "B = {b}"
         );
         assert_eq!(c.switch_below, Some(AUTO_LOW_SCORE));
-        assert!(c
-            .chosen
-            .unwrap()
-            .starts_with("auto: boundary-morph with its defaults"));
+        assert!(c.chosen.unwrap().starts_with(
+            "auto: boundary-morph with the score prior and the kernel's concentration times 2;"
+        ));
     }
     // What does not change the choice is the caller's.
     let c = RerankOptions {
@@ -57,7 +65,7 @@ fn auto_is_boundary_morph_with_the_switch() {
                 prior: Prior::Zero,
                 ..RerankConfig::new(Method::BoundaryMorph, 20, 3)
             },
-            "mips prior",
+            "mips or score prior",
         ),
         (
             RerankConfig {
@@ -91,6 +99,16 @@ fn auto_is_boundary_morph_with_the_switch() {
     ] {
         let e = Reranker::new(&engine, cfg).unwrap_err().to_string();
         assert!(e.starts_with("invalid switch_below: ") && e.contains(want), "{e}");
+    }
+}
+
+/// BoundaryMORPH as auto runs it while its prior stands: the score prior, the kernel's
+/// concentration doubled.
+fn kept(budget: usize, cap: usize) -> RerankConfig {
+    RerankConfig {
+        prior: Prior::Score,
+        concentration: AUTO_CONCENTRATION,
+        ..RerankConfig::new(Method::BoundaryMorph, budget, cap)
     }
 }
 
@@ -142,7 +160,7 @@ fn an_auto_run_follows_a_dense_replay_with_and_without_the_switch() {
         (53, 6, 32, 30, 5, Shape::Low),
         (45, 9, 33, 22, 5, Shape::High),
         (40, 5, 34, 9, 5, Shape::Low),
-        (61, 7, 35, 27, 21, Shape::TopOnly),
+        (61, 7, 38, 27, 21, Shape::TopOnly),
         (57, 5, 36, 12, 25, Shape::TopOnly),
         (47, 8, 37, 11, 17, Shape::Low),
     ] {
@@ -150,15 +168,7 @@ fn an_auto_run_follows_a_dense_replay_with_and_without_the_switch() {
         let scores = shaped_scores(&p, &noise, shape);
         let cfg = RerankOptions::new("auto", budget, cap).config().unwrap();
         let got = rerank(&cfg, &p, &mut Precomputed::new(scores.clone(), budget).unwrap()).unwrap();
-        let (calls, fitted) = evidence_replay(
-            &p,
-            &scores,
-            budget,
-            cap,
-            Prior::Mips,
-            RowPrecision::F32,
-            Some(AUTO_LOW_SCORE),
-        );
+        let (calls, fitted) = evidence_replay(&p, &scores, budget, cap, RowPrecision::F32, Replay::Auto);
         let at = format!("n = {n}, {shape:?}");
         assert_eq!(got.scored, calls, "{at}");
         assert_eq!(got.hyperparameters, fitted, "{at}");
@@ -193,7 +203,7 @@ fn an_auto_run_follows_a_dense_replay_with_and_without_the_switch() {
             Shape::TopOnly => assert!(low_start && confirm.len() == 1, "{at}"),
         }
         if !switched {
-            let paper = RerankConfig::new(Method::BoundaryMorph, budget, cap);
+            let paper = kept(budget, cap);
             let want = rerank(&paper, &p, &mut Precomputed::new(scores.clone(), budget).unwrap()).unwrap();
             if low_start {
                 // Confirmed: the paper's search with the top's calls put in at 10 (the
@@ -218,10 +228,10 @@ fn auto_with_batches_and_a_token_capacity() {
     use ctxprune::rerank::KernelChoice;
     for (n, d, seed, budget, cap, batch, tokens, shape) in [
         (53usize, 6usize, 41u64, 30usize, 5usize, 4usize, false, Shape::Low),
-        (61, 7, 42, 27, 21, 3, false, Shape::TopOnly),
+        (61, 7, 45, 27, 21, 3, false, Shape::TopOnly),
         (45, 9, 43, 22, 5, 4, false, Shape::High),
-        (53, 6, 44, 31, 5, 1, true, Shape::Low),
-        (61, 7, 45, 26, 21, 2, true, Shape::TopOnly),
+        (53, 6, 46, 31, 5, 1, true, Shape::Low),
+        (61, 7, 52, 26, 21, 2, true, Shape::TopOnly),
     ] {
         let (p, noise) = pool(n, d, seed);
         let scores = shaped_scores(&p, &noise, shape);
@@ -242,7 +252,7 @@ fn auto_with_batches_and_a_token_capacity() {
             .unwrap()
         };
         let got = run(RerankOptions::new("auto", budget, cap).config().unwrap());
-        let paper = run(RerankConfig::new(Method::BoundaryMorph, budget, cap));
+        let paper = run(kept(budget, cap));
         let at = format!("n = {n}, batch {batch}, tokens {tokens}, {shape:?}");
         assert_eq!(got.scored.len(), budget, "{at}");
         let mut seen = got.scored.clone();
@@ -437,7 +447,7 @@ fn the_cli_runs_auto_and_names_a_refused_flag() {
     write_npy_f32(&pe, 80, 6, e.as_slice()).unwrap();
     write_npy_f32(&pq, 1, 6, &q).unwrap();
     let scores: Vec<u8> = (0..80u32)
-        // At least 0.5 everywhere: the switch stays off and auto is the paper's run.
+        // At least 0.5 everywhere: the switch stays off and auto is its kept run.
         .flat_map(|i| (0.5 + f64::from(i * 37 % 80) / 160.0).to_le_bytes())
         .collect();
     std::fs::write(&ps, crate::io::npy_bytes("<f8", false, &[80], &scores)).unwrap();
@@ -470,7 +480,19 @@ fn the_cli_runs_auto_and_names_a_refused_flag() {
     let (code, out, err) = go(args("auto", &[]));
     assert_eq!(code, 0, "{err}");
     let a: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let (code, out, err) = go(args("boundary-morph", &[]));
+    // The kept run is boundary-morph with the score prior and twice the median
+    // heuristic's kappa, which the CLI can name.
+    let pool = ctxprune::Pool::new(&ctxprune::Engine::cpu(), e.clone()).unwrap();
+    let kernel = ctxprune::similarity::Kernel::from_median(
+        ctxprune::similarity::KernelKind::Vmf,
+        pool.median_one_minus_cos().unwrap(),
+    )
+    .concentrated(AUTO_CONCENTRATION);
+    let ctxprune::similarity::Kernel::Vmf { kappa } = kernel else {
+        unreachable!()
+    };
+    let kappa = kappa.to_string();
+    let (code, out, err) = go(args("boundary-morph", &["--prior", "score", "--kappa", &kappa]));
     assert_eq!(code, 0, "{err}");
     let b: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(a["method"], "boundary-morph");
@@ -480,7 +502,7 @@ fn the_cli_runs_auto_and_names_a_refused_flag() {
         notes.iter().any(|n| n
             .as_str()
             .unwrap()
-            .starts_with("auto: boundary-morph with its defaults")),
+            .starts_with("auto: boundary-morph with the score prior")),
         "{notes:?}"
     );
     let (code, out, err) = go(args("auto", &["--prior", "mips"]));

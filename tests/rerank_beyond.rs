@@ -597,3 +597,106 @@ fn score_prior_follows_the_full_refit_call_for_call() {
         assert_ne!(paper.scored, got.scored, "n={n}: the prior changes the calls");
     }
 }
+
+/// The kernel's concentration: a run with it is the run with the concentrated kernel
+/// given outright (vMF's kappa times it, RBF's and Matérn's l² divided by it), and a
+/// factor that is not a positive finite number, or one single-stage cannot read, is an
+/// error naming it.
+#[test]
+fn concentration_is_the_concentrated_kernel_and_bad_factors_are_named() {
+    use ctxprune::rerank::KernelChoice;
+    use ctxprune::similarity::{Kernel, KernelKind};
+    let (p, scores) = pool(47, 6, 51);
+    let m = p.pool.median_one_minus_cos().unwrap();
+    for (kind, c) in [
+        (KernelKind::Vmf, 2.0f32),
+        (KernelKind::Rbf, 2.0),
+        (KernelKind::Matern52, 0.5),
+        (KernelKind::Vmf, 3.0),
+    ] {
+        let run = |kernel: KernelChoice, c: f32| {
+            let cfg = RerankConfig {
+                kernel,
+                concentration: c,
+                prior: Prior::Score,
+                ..RerankConfig::new(Method::BoundaryMorph, 14, 5)
+            };
+            let mut o = Precomputed::new(scores.clone(), 14).unwrap();
+            ctxprune::rerank::rerank(&cfg, &p.pool, &p.q, &mut o).unwrap()
+        };
+        let by_factor = run(KernelChoice::Median(kind), c);
+        let given = Kernel::from_median(kind, m);
+        let want = match given {
+            Kernel::Vmf { kappa } => Kernel::Vmf { kappa: kappa * c },
+            Kernel::Rbf { l2 } => Kernel::Rbf { l2: l2 / c },
+            Kernel::Matern52 { l2 } => Kernel::Matern52 { l2: l2 / c },
+            Kernel::Cosine => unreachable!(),
+        };
+        let outright = run(KernelChoice::Fixed(want), 1.0);
+        assert_eq!(by_factor.kernel, want, "{kind:?}");
+        assert_eq!(
+            (&by_factor.scored, &by_factor.selected),
+            (&outright.scored, &outright.selected),
+            "{kind:?}"
+        );
+        assert_ne!(
+            by_factor.scored,
+            run(KernelChoice::Median(kind), 1.0).scored,
+            "{kind:?}: the factor changes the run"
+        );
+    }
+    assert_eq!(Kernel::Cosine.concentrated(2.0), Kernel::Cosine);
+    let engine = Engine::cpu();
+    for (cfg, want) in [
+        (
+            RerankConfig {
+                concentration: 0.0,
+                ..RerankConfig::new(Method::BoundaryMorph, 9, 3)
+            },
+            "must be finite and > 0, got 0",
+        ),
+        (
+            RerankConfig {
+                concentration: f32::NAN,
+                ..RerankConfig::new(Method::Bagel, 9, 3)
+            },
+            "must be finite and > 0, got NaN",
+        ),
+        (
+            RerankConfig {
+                concentration: -2.0,
+                ..RerankConfig::new(Method::Rgs, 9, 3)
+            },
+            "got -2",
+        ),
+        (
+            RerankConfig {
+                concentration: 2.0,
+                ..RerankConfig::new(Method::SingleStage, 9, 3)
+            },
+            "single-stage reads no kernel",
+        ),
+    ] {
+        let e = ctxprune::rerank::Reranker::new(&engine, cfg)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid concentration: ") && e.contains(want),
+            "{e}"
+        );
+    }
+    // A factor that overflows the kernel's concentration is named with the kernel.
+    let cfg = RerankConfig {
+        kernel: KernelChoice::Fixed(Kernel::Vmf { kappa: f32::MAX }),
+        concentration: 4.0,
+        ..RerankConfig::new(Method::BoundaryMorph, 9, 3)
+    };
+    let mut o = Precomputed::new(scores.clone(), 9).unwrap();
+    let e = ctxprune::rerank::rerank(&cfg, &p.pool, &p.q, &mut o)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("invalid concentration: 4 times the kernel Vmf") && e.contains("kappa"),
+        "{e}"
+    );
+}

@@ -726,36 +726,41 @@ fn pool_cosines_are_what_the_kernel_rows_apply_the_kernel_to() {
     }
 }
 
+/// Which run [`evidence_replay`] replays.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Replay {
+    /// `hyperparameters = evidence` with this prior.
+    Evidence(Prior),
+    /// `method = auto`.
+    Auto,
+}
+
 /// What BoundaryMORPH with `hyperparameters = evidence` must do, from scratch: the paper's
 /// dense posterior until the first fit; at 10 calls and whenever the calls have doubled, a
 /// fit of the evidence over the query and the calls (warm-started), then the dense
 /// posterior of the fitted model on the fitted kernel; the boundary rule at every step.
-/// With `switch` (`method = auto`, the MIPS prior and the paper's hyperparameters): no fit,
-/// unless at 10 calls every score is below `switch`; then the zero prior and the fits from
-/// there on.
+/// [`Replay::Auto`] (`method = auto`: the score prior, the kernel's concentration
+/// doubled, the paper's hyperparameters): no fit, unless at 10 calls every score is below
+/// its switch; then the zero prior and the fits from there on.
 pub(crate) fn evidence_replay(
     p: &P,
     scores: &[f64],
     budget: usize,
     cap: usize,
-    prior: Prior,
     prec: RowPrecision,
-    mut switch: Option<f64>,
+    how: Replay,
 ) -> (Vec<usize>, Option<Hyper>) {
+    use ctxprune::rerank::auto::{AUTO_CONCENTRATION, AUTO_LOW_SCORE};
     let n = scores.len();
-    let mips = prior == Prior::Mips;
+    let (prior, mut switch, concentration) = match how {
+        Replay::Evidence(prior) => (prior, None, 1.0),
+        Replay::Auto => (Prior::Score, Some(AUTO_LOW_SCORE), AUTO_CONCENTRATION),
+    };
     let mut evidence_on = switch.is_none();
-    let mut mu0: Vec<f64> = (0..n)
-        .map(|i| {
-            if mips {
-                (n - 1 - i) as f64 / (n - 1) as f64
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    let mut mu0_q = if mips { 1.0 } else { 0.0 };
-    let mut kernel = p.kernel;
+    let mut kernel = p.kernel.concentrated(concentration);
+    // The prior's values are pinned against their definition in rerank_beyond.
+    let mut mu0 = ctxprune::rerank::prior_mean(prior, &kernel_rows_in(&p.pool, &p.q, kernel, prec).unwrap());
+    let mut mu0_q = if prior == Prior::Zero { 0.0 } else { 1.0 };
     let mut fitted: Option<Hyper> = None;
     let mut next = 10;
     assert_eq!(next, ctxprune::rerank::EVIDENCE_FIRST);
@@ -865,7 +870,7 @@ fn boundary_morph_by_the_evidence_follows_a_dense_replay_call_for_call() {
         cfg.row_precision = prec;
         let mut o = Precomputed::new(scores.clone(), budget).unwrap();
         let got = rerank(&cfg, &p, &mut o).unwrap();
-        let (calls, fitted) = evidence_replay(&p, &scores, budget, cap, prior, prec, None);
+        let (calls, fitted) = evidence_replay(&p, &scores, budget, cap, prec, Replay::Evidence(prior));
         assert_eq!(got.scored, calls, "n={n} prior {prior:?}");
         assert_eq!(got.hyperparameters, fitted, "n={n}");
         // Fits at 10 and 20 calls (before the budget ends); none below 10.

@@ -357,11 +357,12 @@ class Reranker:
     """A budgeted top-k configuration checked once: at most `budget` oracle calls to
     return the best `capacity` rows. `method`: "boundary-morph" (a Gaussian process over
     the pool with the boundary rule), "bagel", "single-stage", "rgs" (App. C.2),
-    "rgs-simple", or "auto" (boundary-morph's defaults; if its first 10 scores and the
-    MIPS top 3 are all below 0.5, the zero prior and hyperparameters by the evidence from
-    there on); `kernel`: "vmf" (default, concentration by the median heuristic unless
-    `kappa`), "cosine", "rbf", "matern52"; `prior` ("mips", "zero", "adaptive", "score") and
-    `acquisition` ("boundary", "ucb") for boundary-morph; `beta0` for UCB; `graph_degree`
+    "rgs-simple", or "auto" (boundary-morph with the score prior and the kernel's
+    concentration doubled; if its first 10 scores and the MIPS top 3 are all below 0.5,
+    the zero prior and hyperparameters by the evidence from there on); `kernel`: "vmf"
+    (default, concentration by the median heuristic unless `kappa`), "cosine", "rbf",
+    "matern52"; `prior` ("mips", "zero", "adaptive", "score") and `acquisition`
+    ("boundary", "ucb") for boundary-morph; `beta0` for UCB; `graph_degree`
     for rgs and rgs-simple, `seed_div` and `frac` for rgs; `batch` (documents per oracle
     call, boundary-morph and bagel); `token_capacity` (then `rerank` needs `tokens`);
     `prior_probes` with the adaptive prior; `row_precision` ("f32", the default and the

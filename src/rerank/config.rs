@@ -193,6 +193,11 @@ pub struct RerankConfig {
     /// The GP's kernel (and RGS's neighbourhoods). By default vMF with the median
     /// heuristic's `kappa`.
     pub kernel: KernelChoice,
+    /// A factor on the kernel's concentration once it is chosen (median heuristic or
+    /// fixed): vMF's `kappa` times it, RBF's and Matérn-5/2's `l²` divided by it (the cosine
+    /// kernel has none). By default 1, the kernel as chosen; `method = "auto"` sets 2
+    /// ([`super::auto::AUTO_CONCENTRATION`]). Every method but single-stage reads it.
+    pub concentration: f32,
     /// The precision of the pool copy kernel rows are read from (every method that reads
     /// them: boundary-morph, bagel, rgs, rgs-simple). By default f32, the pool itself and
     /// the paper's computation; bf16 and f16 read a half-precision copy made once per run
@@ -201,7 +206,7 @@ pub struct RerankConfig {
     pub row_precision: RowPrecision,
     /// How the GP's hyperparameters are set (boundary-morph). By default the paper's.
     pub hyperparameters: Hyperparameters,
-    /// BoundaryMORPH with the MIPS prior and the paper's hyperparameters only: after
+    /// BoundaryMORPH with the MIPS or score prior and the paper's hyperparameters only: after
     /// [`EVIDENCE_FIRST`] calls, when every score so far is below this, the MIPS top is
     /// scored ([`super::auto::AUTO_CONFIRM`] documents, one at a time, until one is not
     /// below it); if every score is still below it, the MIPS prior is taken as
@@ -233,6 +238,7 @@ impl RerankConfig {
             token_capacity: None,
             prior_probes: 0,
             kernel: KernelChoice::Median(KernelKind::Vmf),
+            concentration: 1.0,
             row_precision: RowPrecision::F32,
             hyperparameters: Hyperparameters::Paper,
             switch_below: None,

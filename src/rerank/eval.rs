@@ -194,6 +194,8 @@ pub struct Variant {
     hyperparameters: Hyperparameters,
     /// `method = "auto"`'s switch ([`RerankConfig::switch_below`]).
     switch_below: Option<f64>,
+    /// The kernel's concentration ([`RerankConfig::concentration`]).
+    concentration: f32,
 }
 
 /// BAGEL's `beta0` sweep (SPEC §3); the table keeps the best per cell.
@@ -212,6 +214,7 @@ pub fn variants() -> Vec<Variant> {
         probes_div: 0,
         hyperparameters: Hyperparameters::Paper,
         switch_below: None,
+        concentration: 1.0,
     };
     let mut out = vec![
         v(
@@ -289,11 +292,12 @@ pub fn variants() -> Vec<Variant> {
     let mut auto = v(
         "auto",
         Method::BoundaryMorph,
-        Prior::Mips,
+        Prior::Score,
         Acquisition::Boundary,
         1.0,
     );
     auto.switch_below = Some(super::auto::AUTO_LOW_SCORE);
+    auto.concentration = super::auto::AUTO_CONCENTRATION;
     out.push(auto);
     for (q, name) in [(4, "bm(q=4)"), (8, "bm(q=8)"), (16, "bm(q=16)")] {
         let mut b = v(
@@ -661,6 +665,7 @@ fn run_group(
                     cfg.prior_probes = b.checked_div(v.probes_div).unwrap_or(0);
                     cfg.hyperparameters = v.hyperparameters;
                     cfg.switch_below = v.switch_below;
+                    cfg.concentration = v.concentration;
                     cfg.token_capacity = token_capacity;
                     cfg.kernel = KernelChoice::Fixed(prob.kernel);
                     if v.method != Method::SingleStage {

@@ -175,6 +175,15 @@ impl Reranker {
         if let KernelChoice::Fixed(k) = cfg.kernel {
             k.validate()?;
         }
+        if !(cfg.concentration.is_finite() && cfg.concentration > 0.0) {
+            return Err(Error::invalid(
+                "concentration",
+                format!("must be finite and > 0, got {}", cfg.concentration),
+            ));
+        }
+        if cfg.concentration != 1.0 && cfg.method == Method::SingleStage {
+            return Err(Error::invalid("concentration", "single-stage reads no kernel"));
+        }
         if cfg.hyperparameters == Hyperparameters::Evidence {
             if cfg.method != Method::BoundaryMorph {
                 return Err(Error::invalid(
@@ -191,12 +200,12 @@ impl Reranker {
         }
         if let Some(t) = cfg.switch_below {
             if !(cfg.method == Method::BoundaryMorph
-                && cfg.prior == Prior::Mips
+                && (cfg.prior == Prior::Mips || cfg.prior == Prior::Score)
                 && cfg.hyperparameters == Hyperparameters::Paper)
             {
                 return Err(Error::invalid(
                     "switch_below",
-                    "applies to boundary-morph with the mips prior and the paper's hyperparameters",
+                    "applies to boundary-morph with the mips or score prior and the paper's hyperparameters",
                 ));
             }
             if !(t > 0.0 && t <= 1.0) {
@@ -283,6 +292,21 @@ impl Reranker {
         let kernel = match cfg.kernel {
             KernelChoice::Fixed(k) => k,
             KernelChoice::Median(kind) => Kernel::from_median(kind, pool.median_one_minus_cos()?),
+        };
+        let kernel = if cfg.concentration == 1.0 {
+            kernel
+        } else {
+            let k = kernel.concentrated(cfg.concentration);
+            k.validate().map_err(|e| {
+                Error::invalid(
+                    "concentration",
+                    format!(
+                        "{} times the kernel {kernel:?} is not a kernel ({e})",
+                        cfg.concentration
+                    ),
+                )
+            })?;
+            k
         };
         let half = cfg.row_precision != RowPrecision::F32;
         let src = if half {

@@ -8,8 +8,9 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct RerankArgs {
     /// boundary-morph, bagel, single-stage, rgs (App. C.2), rgs-simple, or auto
-    /// (boundary-morph's defaults; if its first 10 scores and the MIPS top 3 are all below
-    /// 0.5, the zero prior and hyperparameters by the evidence from there on).
+    /// (boundary-morph with the score prior and the kernel's concentration doubled; if its
+    /// first 10 scores and the MIPS top 3 are all below 0.5, the zero prior and
+    /// hyperparameters by the evidence from there on).
     #[arg(long)]
     pub method: String,
     /// The pool, rows in MIPS order (row 0 = MIPS top-1): .npy, .safetensors[:NAME] or .jsonl.

@@ -1,0 +1,114 @@
+//! BoundaryMORPH's prior and kernel concentration on a grid (dev aid; how auto's score
+//! prior and doubled concentration were chosen, docs/rerank.md):
+//!
+//! ```text
+//! cargo run --release --example prior_grid -- SET.safetensors GROUPS CONFIG...
+//! ```
+//!
+//! `GROUPS` is a comma-separated list of noise levels of the problem set (its problems
+//! at each) and of `diffuse` / `trap` (`ctxprune eval`'s 20 generated problems a mode),
+//! optionally followed by `:even` or `:odd` for half of a set's problems. Each `CONFIG`
+//! is `PRIOR:CONCENTRATION[:auto]` (`mips`, `score`, `zero` or `adaptive`; `auto` adds
+//! auto's switch). For every config it prints the mean CE-nCG@k difference from
+//! BoundaryMORPH's defaults over the cells B in {25, 50, 100} x k in {50, 100}, the
+//! worst cell, the cells more than 0.005 below, and the mean at each B.
+use ctxprune::rerank::eval::{generate_mode, Mode, Problem};
+use ctxprune::rerank::eval_set::ProblemSet;
+use ctxprune::rerank::metrics::ncg;
+use ctxprune::rerank::{auto, KernelChoice, Method, Precomputed, Prior, RerankConfig, Reranker};
+use std::path::Path;
+
+fn config(spec: &str, b: usize, k: usize, kernel: ctxprune::similarity::Kernel) -> RerankConfig {
+    let f: Vec<&str> = spec.split(':').collect();
+    let prior = match f[0] {
+        "mips" => Prior::Mips,
+        "score" => Prior::Score,
+        "zero" => Prior::Zero,
+        "adaptive" => Prior::Adaptive,
+        p => panic!("unknown prior {p}"),
+    };
+    let mut cfg = RerankConfig::new(Method::BoundaryMorph, b, k);
+    cfg.prior = prior;
+    cfg.kernel = KernelChoice::Fixed(kernel);
+    cfg.concentration = f.get(1).map_or(1.0, |c| c.parse().expect("concentration"));
+    if f.get(2) == Some(&"auto") {
+        cfg.switch_below = Some(auto::AUTO_LOW_SCORE);
+    }
+    cfg
+}
+
+fn problems(set: &ProblemSet, group: &str) -> Vec<Problem> {
+    let (name, half) = group.split_once(':').unwrap_or((group, ""));
+    let keep = |i: usize| match half {
+        "even" => i % 2 == 0,
+        "odd" => i % 2 == 1,
+        _ => true,
+    };
+    match name {
+        "diffuse" | "trap" => {
+            let mode = if name == "trap" { Mode::Trap } else { Mode::Diffuse };
+            (1..=20)
+                .map(|s| generate_mode(10_000, 64, s, mode).unwrap())
+                .collect()
+        }
+        noise => {
+            let noise: f64 = noise.parse().expect("a noise level, diffuse or trap");
+            (0..set.len())
+                .filter(|&i| keep(i))
+                .map(|i| set.problem(i, noise, 1).unwrap())
+                .collect()
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    assert!(
+        args.len() >= 3,
+        "usage: prior_grid SET.safetensors GROUPS CONFIG..."
+    );
+    let set = ProblemSet::load(Path::new(&args[0])).unwrap();
+    let configs = &args[2..];
+    // (budget, per-config mean difference from BM) for every cell.
+    let mut cells: Vec<(usize, Vec<f64>)> = Vec::new();
+    for group in args[1].split(',') {
+        let probs = problems(&set, group);
+        for b in [25usize, 50, 100] {
+            for k in [50usize, 100] {
+                let mean = |spec: &str| {
+                    let sum: f64 = probs
+                        .iter()
+                        .map(|p| {
+                            let cfg = config(spec, b, k, p.kernel);
+                            let mut o = Precomputed::new(p.oracle.clone(), b).unwrap();
+                            let r = Reranker::new(p.pool.engine(), cfg)
+                                .unwrap()
+                                .rerank(&p.pool, &p.query, &mut o)
+                                .unwrap();
+                            ncg(&r.selected, &p.oracle)
+                        })
+                        .sum();
+                    sum / probs.len() as f64
+                };
+                let bm = mean("mips:1");
+                cells.push((b, configs.iter().map(|c| mean(c) - bm).collect()));
+            }
+        }
+    }
+    for (i, c) in configs.iter().enumerate() {
+        let d: Vec<f64> = cells.iter().map(|x| x.1[i]).collect();
+        let at = |b: usize| {
+            let v: Vec<f64> = cells.iter().filter(|x| x.0 == b).map(|x| x.1[i]).collect();
+            v.iter().sum::<f64>() / v.len() as f64
+        };
+        println!(
+            "{c:18} mean {:+.4} worst {:+.4} below -0.005: {:2} | B=25 {:+.4} B=50 {:+.4} B=100 {:+.4}",
+            d.iter().sum::<f64>() / d.len() as f64,
+            d.iter().copied().fold(f64::INFINITY, f64::min),
+            d.iter().filter(|&&x| x < -0.005).count(),
+            at(25),
+            at(50),
+            at(100)
+        );
+    }
+}
