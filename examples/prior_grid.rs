@@ -34,6 +34,7 @@ fn config(spec: &str, b: usize, k: usize, kernel: ctxprune::similarity::Kernel) 
     if f.get(2) == Some(&"auto") {
         cfg.switch_below = Some(auto::AUTO_LOW_SCORE);
     }
+
     cfg
 }
 
@@ -70,7 +71,7 @@ fn main() {
     let set = ProblemSet::load(Path::new(&args[0])).unwrap();
     let configs = &args[2..];
     // (budget, per-config mean difference from BM) for every cell.
-    let mut cells: Vec<(usize, Vec<f64>)> = Vec::new();
+    let mut cells: Vec<(usize, Vec<f64>, String)> = Vec::new();
     for group in args[1].split(',') {
         let probs = problems(&set, group);
         for b in [25usize, 50, 100] {
@@ -91,7 +92,11 @@ fn main() {
                     sum / probs.len() as f64
                 };
                 let bm = mean("mips:1");
-                cells.push((b, configs.iter().map(|c| mean(c) - bm).collect()));
+                cells.push((
+                    b,
+                    configs.iter().map(|c| mean(c) - bm).collect(),
+                    format!("{group} B={b} k={k}"),
+                ));
             }
         }
     }
@@ -101,10 +106,12 @@ fn main() {
             let v: Vec<f64> = cells.iter().filter(|x| x.0 == b).map(|x| x.1[i]).collect();
             v.iter().sum::<f64>() / v.len() as f64
         };
+        let worst = (0..d.len()).min_by(|&a, &b| d[a].total_cmp(&d[b])).unwrap();
         println!(
-            "{c:18} mean {:+.4} worst {:+.4} below -0.005: {:2} | B=25 {:+.4} B=50 {:+.4} B=100 {:+.4}",
+            "{c:18} mean {:+.4} worst {:+.4} ({}) below -0.005: {:2} | B=25 {:+.4} B=50 {:+.4} B=100 {:+.4}",
             d.iter().sum::<f64>() / d.len() as f64,
-            d.iter().copied().fold(f64::INFINITY, f64::min),
+            d[worst],
+            cells[worst].2,
             d.iter().filter(|&&x| x < -0.005).count(),
             at(25),
             at(50),

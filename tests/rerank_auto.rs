@@ -6,7 +6,9 @@
 use crate::rerank::{pool, rerank, P};
 use crate::rerank_evidence::{evidence_replay, Replay};
 use crate::slow;
-use ctxprune::rerank::auto::{AUTO_CONCENTRATION, AUTO_CONFIRM, AUTO_LOW_SCORE};
+use ctxprune::rerank::auto::{
+    AUTO_CONCENTRATION, AUTO_CONFIRM, AUTO_CONFIRM_FIRST, AUTO_LOW_SCORE, AUTO_RESERVE,
+};
 use ctxprune::rerank::{
     Hyperparameters, Method, Precomputed, Prior, RerankConfig, RerankOptions, Reranker, RowPrecision,
 };
@@ -112,6 +114,15 @@ fn kept(budget: usize, cap: usize) -> RerankConfig {
     }
 }
 
+/// Calls the confirmation must leave after `made` confirming calls.
+fn keep(made: usize) -> usize {
+    if made < AUTO_CONFIRM_FIRST {
+        0
+    } else {
+        AUTO_RESERVE
+    }
+}
+
 /// Scores with a bump of relevance around row `centre`, plus `top` times the MIPS rank
 /// (1 at the top), from `floor`.
 fn bump_scores(p: &P, noise: &[f64], centre: usize, floor: f64, top: f64) -> Vec<f64> {
@@ -147,7 +158,7 @@ fn shaped_scores(p: &P, noise: &[f64], shape: Shape) -> Vec<f64> {
         Shape::High => bump_scores(p, noise, n / 2, 0.5, 0.2),
         Shape::TopOnly => {
             let mut s = bump_scores(p, noise, n - 4, 0.05, 0.0);
-            s[..AUTO_CONFIRM].iter_mut().for_each(|v| *v = 0.9);
+            s[..3].iter_mut().for_each(|v| *v = 0.9);
             s
         }
     }
@@ -179,10 +190,13 @@ fn an_auto_run_follows_a_dense_replay_with_and_without_the_switch() {
         let first: Vec<usize> = got.scored.iter().copied().take(10).collect();
         let low_start = budget > 10 && first.iter().all(|&j| scores[j] < AUTO_LOW_SCORE);
         // The MIPS top the first calls left unscored, scored next when they were all low,
-        // up to the first that is not low.
+        // up to the first that is not low, while the budget lasts (AUTO_RESERVE calls
+        // left after the first AUTO_CONFIRM_FIRST).
         let mut confirm: Vec<usize> = Vec::new();
         for j in (0..AUTO_CONFIRM).filter(|j| !first.contains(j)) {
-            if 10 + confirm.len() < budget && confirm.iter().all(|&c| scores[c] < AUTO_LOW_SCORE) {
+            if 10 + confirm.len() + keep(confirm.len()) < budget
+                && confirm.iter().all(|&c| scores[c] < AUTO_LOW_SCORE)
+            {
                 confirm.push(j);
             }
         }
@@ -268,7 +282,9 @@ fn auto_with_batches_and_a_token_capacity() {
         let confirm: Vec<usize> = if low_start {
             let mut c = Vec::new();
             for j in (0..AUTO_CONFIRM).filter(|j| !got.scored[..first].contains(j)) {
-                if c.iter().all(|&x: &usize| scores[x] < AUTO_LOW_SCORE) {
+                if first + c.len() + keep(c.len()) < budget
+                    && c.iter().all(|&x: &usize| scores[x] < AUTO_LOW_SCORE)
+                {
                     c.push(j);
                 }
             }

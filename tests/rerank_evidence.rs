@@ -7,7 +7,7 @@
 use crate::rerank::{bp, full_refit, overlay, pool, rerank, P};
 use crate::slow;
 use ctxprune::backend::cpu::gp::CpuStore;
-use ctxprune::rerank::auto::AUTO_CONFIRM;
+use ctxprune::rerank::auto::{AUTO_CONFIRM, AUTO_CONFIRM_FIRST, AUTO_RESERVE};
 use ctxprune::rerank::evidence::{
     evidence, fit, kernel_and_slope, Evidence, FitOptions, Hyper, Observed, BANDWIDTH, NOISE, OFFSET, SCALE,
     SIGNAL,
@@ -796,9 +796,17 @@ pub(crate) fn evidence_replay(
                 let low = |calls: &[usize]| calls.iter().all(|&j| scores[j] < t);
                 // The MIPS top confirms: its first AUTO_CONFIRM documents, those not
                 // scored yet, in MIPS order, one at a time while every score is low and
-                // the budget lasts.
+                // the budget lasts (AUTO_RESERVE calls left after the first
+                // AUTO_CONFIRM_FIRST).
+                let mut confirmed = 0;
                 for j in 0..n.min(AUTO_CONFIRM) {
-                    if y[j].is_none() && low(&calls) && calls.len() < budget {
+                    let keep = if confirmed < AUTO_CONFIRM_FIRST {
+                        0
+                    } else {
+                        AUTO_RESERVE
+                    };
+                    if y[j].is_none() && low(&calls) && calls.len() + keep < budget {
+                        confirmed += 1;
                         calls.push(j);
                         unseen.push(j);
                         y[j] = Some(scores[j]);

@@ -358,8 +358,9 @@ class Reranker:
     return the best `capacity` rows. `method`: "boundary-morph" (a Gaussian process over
     the pool with the boundary rule), "bagel", "single-stage", "rgs" (App. C.2),
     "rgs-simple", or "auto" (boundary-morph with the score prior and the kernel's
-    concentration doubled; if its first 10 scores and the MIPS top 3 are all below 0.5,
-    the zero prior and hyperparameters by the evidence from there on); `kernel`: "vmf"
+    concentration doubled; if its first 10 scores and the MIPS top (up to 15) are all
+    below 0.5, the zero prior and hyperparameters by the evidence from there on);
+    `kernel`: "vmf"
     (default, concentration by the median heuristic unless `kappa`), "cosine", "rbf",
     "matern52"; `prior` ("mips", "zero", "adaptive", "score") and `acquisition`
     ("boundary", "ucb") for boundary-morph; `beta0` for UCB; `graph_degree`

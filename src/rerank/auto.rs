@@ -6,9 +6,10 @@
 //!
 //! after [`EVIDENCE_FIRST`](super::EVIDENCE_FIRST) calls, when every score so far is
 //! below [`AUTO_LOW_SCORE`], the first [`AUTO_CONFIRM`] documents in MIPS order not yet
-//! scored are scored, one at a time, until one is not low. The first calls sit at the
-//! top-k's boundary, which holds nothing relevant on real text wherever fewer than k
-//! documents are relevant; the MIPS top is where the prior is surest. If it is low too,
+//! scored are scored, one at a time, until one is not low (after the first
+//! [`AUTO_CONFIRM_FIRST`], only while [`AUTO_RESERVE`] calls are left). The first calls
+//! sit at the top-k's boundary, which holds nothing relevant on real text wherever fewer
+//! than k documents are relevant; the MIPS top is where the prior is surest. If it is low too,
 //! the prior is contradicted, and the run goes on with the zero prior and hyperparameters
 //! by the evidence (warm-started from the concentrated kernel); otherwise the run goes on
 //! as before, the top's calls kept out of the GP (the boundary rule and the final order
@@ -35,9 +36,20 @@ pub const AUTO_LOW_SCORE: f64 = 0.5;
 pub const AUTO_CONCENTRATION: f32 = 2.0;
 
 /// The MIPS top that confirms a low start: when the first calls are all low, the first
-/// this many documents in MIPS order are scored (those not scored yet) before the prior
-/// is dropped, and the switch is made only if they are low too.
-pub const AUTO_CONFIRM: usize = 3;
+/// this many documents in MIPS order are scored (those not scored yet, one at a time,
+/// while every score is low) before the prior is dropped, and the switch is made only if
+/// they are low too. 3 were enough on the cargo registry's set; on the manual pages' set
+/// a low top 3 with relevant documents just below was common, and 15 were needed
+/// (docs/rerank.md).
+pub const AUTO_CONFIRM: usize = 15;
+
+/// The first confirming calls, made while the budget lasts; the rest are made while
+/// [`AUTO_RESERVE`] calls are left.
+pub const AUTO_CONFIRM_FIRST: usize = 3;
+
+/// Calls the confirmation leaves to the search after its first [`AUTO_CONFIRM_FIRST`]
+/// documents, so a switch has calls to spend.
+pub const AUTO_RESERVE: usize = 5;
 
 /// The configuration `o` (method `auto`) stands for, with a note of what was chosen.
 pub(crate) fn config(o: &RerankOptions<'_>) -> Result<RerankConfig> {
@@ -67,7 +79,7 @@ pub(crate) fn config(o: &RerankOptions<'_>) -> Result<RerankConfig> {
     cfg.concentration = AUTO_CONCENTRATION;
     cfg.switch_below = Some(AUTO_LOW_SCORE);
     cfg.chosen = Some(format!(
-        "auto: boundary-morph with the score prior and the kernel's concentration times {AUTO_CONCENTRATION}; the zero prior and hyperparameters by the evidence if the first {} scores and the MIPS top {AUTO_CONFIRM} are all below {AUTO_LOW_SCORE}",
+        "auto: boundary-morph with the score prior and the kernel's concentration times {AUTO_CONCENTRATION}; the zero prior and hyperparameters by the evidence if the first {} scores and the MIPS top (up to {AUTO_CONFIRM}) are all below {AUTO_LOW_SCORE}",
         super::EVIDENCE_FIRST
     ));
     Ok(cfg)

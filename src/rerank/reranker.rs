@@ -3,7 +3,7 @@
 //! in rounds of `batch` oracle calls.
 
 use super::acquire::{boundary_scan, rank, Fill};
-use super::auto::AUTO_CONFIRM;
+use super::auto::{AUTO_CONFIRM, AUTO_CONFIRM_FIRST, AUTO_RESERVE};
 use super::config::ADAPTIVE_RIDGE;
 use super::evidence::{self, FitOptions, Hyper, Observed};
 use super::gp::Gp;
@@ -466,14 +466,21 @@ impl Reranker {
                                 // prior is dropped (the new epoch replays every call): a
                                 // run that keeps the prior keeps the paper's search, with
                                 // the top's scores in its final order.
+                                let mut confirmed = 0;
                                 for j in 0..n.min(AUTO_CONFIRM) {
                                     if run.y[j].is_some() {
                                         continue;
                                     }
-                                    if run.scored.len() >= budget || !low(&run) {
+                                    let keep = if confirmed < AUTO_CONFIRM_FIRST {
+                                        0
+                                    } else {
+                                        AUTO_RESERVE
+                                    };
+                                    if run.scored.len() + keep >= budget || !low(&run) {
                                         break;
                                     }
                                     run.call(&[j])?;
+                                    confirmed += 1;
                                 }
                             }
                             let calls = run.scored.len();
@@ -481,11 +488,12 @@ impl Reranker {
                                 // The MIPS top scored low: the prior is contradicted. The
                                 // zero prior from here on, with the evidence's fits.
                                 switched = true;
+                                let top = (0..n.min(AUTO_CONFIRM)).filter(|&j| run.y[j].is_some()).count();
                                 mu0 = vec![0.0; n];
                                 mu0_q = 0.0;
                                 by_evidence = true;
                                 notes.push(format!(
-                                    "the first {calls} scores, the MIPS top {AUTO_CONFIRM} among them, are all below {t}: the MIPS prior is contradicted; the zero prior and hyperparameters by the evidence from here on"
+                                    "the first {calls} scores, {top} of the MIPS top {AUTO_CONFIRM} among them, are all below {t}: the MIPS prior is contradicted; the zero prior and hyperparameters by the evidence from here on"
                                 ));
                                 refitted_epoch = Some(match epoch.refit(rows, &run, &mu0, mu0_q) {
                                     Ok(next) => next,

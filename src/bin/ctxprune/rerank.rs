@@ -9,7 +9,7 @@ use std::path::PathBuf;
 pub struct RerankArgs {
     /// boundary-morph, bagel, single-stage, rgs (App. C.2), rgs-simple, or auto
     /// (boundary-morph with the score prior and the kernel's concentration doubled; if its
-    /// first 10 scores and the MIPS top 3 are all below 0.5, the zero prior and
+    /// first 10 scores and the MIPS top (up to 15) are all below 0.5, the zero prior and
     /// hyperparameters by the evidence from there on).
     #[arg(long)]
     pub method: String,
