@@ -14,7 +14,7 @@
 //! (its fits and rebuilds inside the clock), beside the paper's; `auto_n10000_k100_switched/100`
 //! is `method = "auto"` on scores that are all low (the same scores times 0.4), so it
 //! confirms at the MIPS top, switches, and fits from there; `auto_n10000_k100_kept/100` on
-//! the uniform scores, where it stays the paper's run.
+//! the uniform scores, where it keeps its prior (the score prior, the doubled kappa).
 //!
 //! A `cuda` group runs the same on the GPU when `Engine::auto` finds one.
 //! Run: `cargo bench --bench rerank && python3 benches/medians.py`.

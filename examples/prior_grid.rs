@@ -47,6 +47,10 @@ fn problems(set: &ProblemSet, group: &str) -> Vec<Problem> {
     };
     match name {
         "diffuse" | "trap" => {
+            assert!(
+                half.is_empty(),
+                "{group}: halves are of a set's questions, not of generated problems"
+            );
             let mode = if name == "trap" { Mode::Trap } else { Mode::Diffuse };
             (1..=20)
                 .map(|s| generate_mode(10_000, 64, s, mode).unwrap())

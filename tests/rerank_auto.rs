@@ -55,6 +55,19 @@ fn auto_is_boundary_morph_with_the_switch() {
     assert_eq!(c.batch, 4);
     assert_eq!(c.row_precision, ctxprune::rerank::RowPrecision::Bf16);
     assert_eq!(c.token_capacity, Some(900));
+    assert_eq!(c.concentration, AUTO_CONCENTRATION);
+    // The cosine kernel has no concentration to sharpen: auto leaves it, and says so.
+    let c = RerankOptions {
+        kernel: Some("cosine"),
+        ..RerankOptions::new("auto", 40, 3)
+    }
+    .config()
+    .unwrap();
+    assert_eq!((c.prior, c.concentration), (Prior::Score, 1.0));
+    assert!(c
+        .chosen
+        .unwrap()
+        .starts_with("auto: boundary-morph with the score prior;"));
     // A named method carries neither the switch nor a note.
     let c = RerankOptions::new("boundary-morph", 40, 3).config().unwrap();
     assert_eq!((c.switch_below, c.chosen), (None, None));
@@ -183,10 +196,7 @@ fn an_auto_run_follows_a_dense_replay_with_and_without_the_switch() {
         let at = format!("n = {n}, {shape:?}");
         assert_eq!(got.scored, calls, "{at}");
         assert_eq!(got.hyperparameters, fitted, "{at}");
-        let switched = got
-            .notes
-            .iter()
-            .any(|m| m.contains("the MIPS prior is contradicted"));
+        let switched = got.notes.iter().any(|m| m.contains("the prior is contradicted"));
         let first: Vec<usize> = got.scored.iter().copied().take(10).collect();
         let low_start = budget > 10 && first.iter().all(|&j| scores[j] < AUTO_LOW_SCORE);
         // The MIPS top the first calls left unscored, scored next when they were all low,
@@ -220,13 +230,13 @@ fn an_auto_run_follows_a_dense_replay_with_and_without_the_switch() {
             let paper = kept(budget, cap);
             let want = rerank(&paper, &p, &mut Precomputed::new(scores.clone(), budget).unwrap()).unwrap();
             if low_start {
-                // Confirmed: the paper's search with the top's calls put in at 10 (the
+                // Confirmed: the kept run's search with the top's calls put in at 10 (the
                 // GP does not observe them), so its last calls are the ones given up.
                 let mut search = got.scored.clone();
                 search.drain(10..10 + confirm.len());
                 assert_eq!(&search[..], &want.scored[..budget - confirm.len()], "{at}");
             } else {
-                // Untriggered, the run is the paper's call for call.
+                // Untriggered, the run is the kept run call for call.
                 assert_eq!((&got.scored, &got.selected), (&want.scored, &want.selected));
                 assert_eq!(&got.notes[1..], &want.notes[..]);
             }
@@ -236,7 +246,7 @@ fn an_auto_run_follows_a_dense_replay_with_and_without_the_switch() {
 
 /// With batches and a token capacity (beyond the replay, which calls one at a time): the
 /// check comes after the round that reaches 10 calls, the confirmation follows it, the
-/// budget holds, nothing is scored twice, and without a low start the run is the paper's.
+/// budget holds, nothing is scored twice, and without a low start the run is the kept run.
 #[test]
 fn auto_with_batches_and_a_token_capacity() {
     use ctxprune::rerank::KernelChoice;
@@ -343,11 +353,7 @@ fn eval_counts_the_problems_auto_switched_on() {
                     &mut Precomputed::new(prob.oracle.clone(), 17).unwrap(),
                 )
                 .unwrap();
-            want += usize::from(
-                r.notes
-                    .iter()
-                    .any(|m| m.contains("the MIPS prior is contradicted")),
-            );
+            want += usize::from(r.notes.iter().any(|m| m.contains("the prior is contradicted")));
         }
         let cell = out
             .cells

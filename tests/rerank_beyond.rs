@@ -674,7 +674,30 @@ fn concentration_is_the_concentrated_kernel_and_bad_factors_are_named() {
                 concentration: 2.0,
                 ..RerankConfig::new(Method::SingleStage, 9, 3)
             },
-            "single-stage reads no kernel",
+            "applies to boundary-morph and bagel (single-stage",
+        ),
+        (
+            RerankConfig {
+                concentration: 2.0,
+                ..RerankConfig::new(Method::RgsSimple, 9, 3)
+            },
+            "applies to boundary-morph and bagel (rgs-simple",
+        ),
+        (
+            RerankConfig {
+                concentration: 2.0,
+                kernel: KernelChoice::Median(KernelKind::Cosine),
+                ..RerankConfig::new(Method::BoundaryMorph, 9, 3)
+            },
+            "the cosine kernel has no concentration",
+        ),
+        (
+            RerankConfig {
+                concentration: 0.5,
+                kernel: KernelChoice::Fixed(Kernel::Cosine),
+                ..RerankConfig::new(Method::Bagel, 9, 3)
+            },
+            "the cosine kernel has no concentration",
         ),
     ] {
         let e = ctxprune::rerank::Reranker::new(&engine, cfg)

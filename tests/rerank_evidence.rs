@@ -805,7 +805,11 @@ pub(crate) fn evidence_replay(
                     } else {
                         AUTO_RESERVE
                     };
-                    if y[j].is_none() && low(&calls) && calls.len() + keep < budget {
+                    if y[j].is_none()
+                        && low(&calls)
+                        && calls.len() + keep < budget
+                        && calls.len() + 1 < ctxprune::rerank::EVIDENCE_MAX_OBSERVATIONS
+                    {
                         confirmed += 1;
                         calls.push(j);
                         unseen.push(j);
@@ -854,6 +858,7 @@ fn boundary_morph_by_the_evidence_follows_a_dense_replay_call_for_call() {
         (48usize, 7usize, 21u64, 23usize, Prior::Mips, RowPrecision::F32),
         (37, 5, 22, 12, Prior::Zero, RowPrecision::F32),
         (40, 9, 23, 10, Prior::Mips, RowPrecision::F32),
+        (43, 7, 25, 19, Prior::Score, RowPrecision::F32),
         // Every epoch reads the half-precision copy, the first and the refitted ones.
         (45, 11, 24, 21, Prior::Zero, RowPrecision::Bf16),
     ] {
@@ -958,7 +963,7 @@ fn evidence_options_are_checked_by_name() {
             "boundary-morph",
             Some("adaptive"),
             "evidence",
-            "use it with the mips or zero prior",
+            "use it with the mips, zero or score prior",
         ),
     ] {
         let e = cfg(m, prior, h).unwrap_err().to_string();

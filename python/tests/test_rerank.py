@@ -131,7 +131,7 @@ def test_options_that_do_not_apply_are_errors(rng):
         ctxprune.Reranker(8, 3, "rgs", hyperparameters="evidence")
     with pytest.raises(ctxprune.InvalidInputError, match=r"unknown hyperparameters 'ml' \(paper, evidence\)"):
         ctxprune.Reranker(8, 3, hyperparameters="ml")
-    with pytest.raises(ctxprune.InvalidInputError, match="use it with the mips or zero prior"):
+    with pytest.raises(ctxprune.InvalidInputError, match="use it with the mips, zero or score prior"):
         ctxprune.Reranker(8, 3, prior="adaptive", hyperparameters="evidence")
 
 

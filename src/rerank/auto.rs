@@ -23,8 +23,9 @@
 //! errors that name the option.
 
 use super::options::RerankOptions;
-use super::RerankConfig;
+use super::{KernelChoice, RerankConfig};
 use crate::error::{Error, Result};
+use crate::similarity::KernelKind;
 
 /// Scores (in `[0, 1]`) below which the first calls say the MIPS prior is wrong.
 pub const AUTO_LOW_SCORE: f64 = 0.5;
@@ -76,10 +77,19 @@ pub(crate) fn config(o: &RerankOptions<'_>) -> Result<RerankConfig> {
     }
     .config()?;
     cfg.prior = super::Prior::Score;
-    cfg.concentration = AUTO_CONCENTRATION;
+    // The cosine kernel has no concentration to sharpen.
+    let sharpened = cfg.kernel != KernelChoice::Median(KernelKind::Cosine);
+    if sharpened {
+        cfg.concentration = AUTO_CONCENTRATION;
+    }
     cfg.switch_below = Some(AUTO_LOW_SCORE);
+    let kernel = if sharpened {
+        format!(" and the kernel's concentration times {AUTO_CONCENTRATION}")
+    } else {
+        String::new()
+    };
     cfg.chosen = Some(format!(
-        "auto: boundary-morph with the score prior and the kernel's concentration times {AUTO_CONCENTRATION}; the zero prior and hyperparameters by the evidence if the first {} scores and the MIPS top (up to {AUTO_CONFIRM}) are all below {AUTO_LOW_SCORE}",
+        "auto: boundary-morph with the score prior{kernel}; the zero prior and hyperparameters by the evidence if the first {} scores and the MIPS top (up to {AUTO_CONFIRM}) are all below {AUTO_LOW_SCORE}",
         super::EVIDENCE_FIRST
     ));
     Ok(cfg)

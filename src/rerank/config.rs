@@ -195,8 +195,11 @@ pub struct RerankConfig {
     pub kernel: KernelChoice,
     /// A factor on the kernel's concentration once it is chosen (median heuristic or
     /// fixed): vMF's `kappa` times it, RBF's and Matérn-5/2's `l²` divided by it (the cosine
-    /// kernel has none). By default 1, the kernel as chosen; `method = "auto"` sets 2
-    /// ([`super::auto::AUTO_CONCENTRATION`]). Every method but single-stage reads it.
+    /// kernel has none: a factor other than 1 with it is an error). By default 1, the kernel
+    /// as chosen; `method = "auto"` sets 2 ([`super::auto::AUTO_CONCENTRATION`]).
+    /// Boundary-morph and bagel only (RGS reads only the kernel's order, which it does not
+    /// change). With hyperparameters by the evidence it sets the kernel until the first fit
+    /// (the fit's starting point).
     pub concentration: f32,
     /// The precision of the pool copy kernel rows are read from (every method that reads
     /// them: boundary-morph, bagel, rgs, rgs-simple). By default f32, the pool itself and
@@ -208,8 +211,10 @@ pub struct RerankConfig {
     pub hyperparameters: Hyperparameters,
     /// BoundaryMORPH with the MIPS or score prior and the paper's hyperparameters only: after
     /// [`EVIDENCE_FIRST`] calls, when every score so far is below this, the MIPS top is
-    /// scored ([`super::auto::AUTO_CONFIRM`] documents, one at a time, until one is not
-    /// below it); if every score is still below it, the MIPS prior is taken as
+    /// scored (up to [`super::auto::AUTO_CONFIRM`] documents, one at a time, until one is
+    /// not below it, while the budget lasts and, after the first
+    /// [`super::auto::AUTO_CONFIRM_FIRST`], while [`super::auto::AUTO_RESERVE`] calls are
+    /// left); if every score is still below it, the prior is taken as
     /// contradicted and the run goes on with the zero prior and hyperparameters by the
     /// evidence (a note says so). `method = "auto"` sets it
     /// ([`super::auto::AUTO_LOW_SCORE`]); `None` by default.

@@ -23,7 +23,7 @@ pub struct RerankOptions<'a> {
     pub kernel: Option<&'a str>,
     /// vMF's concentration, fixed (vmf only).
     pub kappa: Option<f32>,
-    /// `mips` (default), `zero` or `adaptive` (boundary-morph only).
+    /// `mips` (default), `zero`, `adaptive` or `score` (boundary-morph only).
     pub prior: Option<&'a str>,
     /// `boundary` (default) or `ucb` (boundary-morph only).
     pub acquisition: Option<&'a str>,
@@ -45,7 +45,7 @@ pub struct RerankOptions<'a> {
     /// or `f16` (boundary-morph, bagel, rgs, rgs-simple).
     pub row_precision: Option<&'a str>,
     /// How the GP's hyperparameters are set: `paper` (default) or `evidence`
-    /// (boundary-morph, with the mips or zero prior).
+    /// (boundary-morph, with the mips, zero or score prior).
     pub hyperparameters: Option<&'a str>,
 }
 
@@ -146,7 +146,7 @@ impl<'a> RerankOptions<'a> {
         if hyperparameters == Hyperparameters::Evidence && prior == Prior::Adaptive {
             return Err(Error::invalid(
                 "hyperparameters",
-                "evidence fits the prior's scale itself; use it with the mips or zero prior",
+                "evidence fits the prior's scale itself; use it with the mips, zero or score prior",
             ));
         }
         if self.kappa.is_some() && kind != KernelKind::Vmf {

@@ -17,7 +17,7 @@ use super::{
 use crate::backend::{BackendKind, Engine, Storage};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
-use crate::similarity::Kernel;
+use crate::similarity::{Kernel, KernelKind};
 
 /// The outcome of a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -181,8 +181,24 @@ impl Reranker {
                 format!("must be finite and > 0, got {}", cfg.concentration),
             ));
         }
-        if cfg.concentration != 1.0 && cfg.method == Method::SingleStage {
-            return Err(Error::invalid("concentration", "single-stage reads no kernel"));
+        if cfg.concentration != 1.0 && !cfg.method.has_gp() {
+            return Err(Error::invalid(
+                "concentration",
+                format!(
+                    "applies to boundary-morph and bagel ({} reads no kernel values, or only their order, which the factor does not change)",
+                    cfg.method.name()
+                ),
+            ));
+        }
+        let cosine = matches!(
+            cfg.kernel,
+            KernelChoice::Median(KernelKind::Cosine) | KernelChoice::Fixed(Kernel::Cosine)
+        );
+        if cfg.concentration != 1.0 && cosine {
+            return Err(Error::invalid(
+                "concentration",
+                "the cosine kernel has no concentration (vmf, rbf and matern52 have)",
+            ));
         }
         if cfg.hyperparameters == Hyperparameters::Evidence {
             if cfg.method != Method::BoundaryMorph {
@@ -194,7 +210,7 @@ impl Reranker {
             if cfg.prior == Prior::Adaptive {
                 return Err(Error::invalid(
                     "hyperparameters",
-                    "evidence fits the prior's scale itself; use it with the mips or zero prior",
+                    "evidence fits the prior's scale itself; use it with the mips, zero or score prior",
                 ));
             }
         }
@@ -455,7 +471,7 @@ impl Reranker {
                                 // A first round of that many calls (a batch that large):
                                 // beyond what the evidence fits.
                                 notes.push(format!(
-                                    "the first {calls} scores are all below {t}, but the switch to the evidence fits at most {EVIDENCE_MAX_OBSERVATIONS} calls: the paper's run goes on"
+                                    "the first {calls} scores are all below {t}, but the switch to the evidence fits at most {EVIDENCE_MAX_OBSERVATIONS} calls: the run goes on with its prior"
                                 ));
                             } else if low(&run) && calls < budget {
                                 // The first calls sit at the top-k's boundary, which can hold
@@ -464,8 +480,10 @@ impl Reranker {
                                 // time, stopping at the first that is not low (on real text
                                 // mostly the first). The GP does not observe them unless the
                                 // prior is dropped (the new epoch replays every call): a
-                                // run that keeps the prior keeps the paper's search, with
-                                // the top's scores in its final order.
+                                // run that keeps the prior keeps its search, with the
+                                // top's scores in its final order. The confirmation stops
+                                // short of the evidence's limit, so a switch it confirms
+                                // can still be made.
                                 let mut confirmed = 0;
                                 for j in 0..n.min(AUTO_CONFIRM) {
                                     if run.y[j].is_some() {
@@ -476,7 +494,10 @@ impl Reranker {
                                     } else {
                                         AUTO_RESERVE
                                     };
-                                    if run.scored.len() + keep >= budget || !low(&run) {
+                                    if run.scored.len() + keep >= budget
+                                        || run.scored.len() + 1 >= EVIDENCE_MAX_OBSERVATIONS
+                                        || !low(&run)
+                                    {
                                         break;
                                     }
                                     run.call(&[j])?;
@@ -493,7 +514,7 @@ impl Reranker {
                                 mu0_q = 0.0;
                                 by_evidence = true;
                                 notes.push(format!(
-                                    "the first {calls} scores, {top} of the MIPS top {AUTO_CONFIRM} among them, are all below {t}: the MIPS prior is contradicted; the zero prior and hyperparameters by the evidence from here on"
+                                    "the first {calls} scores, {top} of the MIPS top {AUTO_CONFIRM} among them, are all below {t}: the prior is contradicted; the zero prior and hyperparameters by the evidence from here on"
                                 ));
                                 refitted_epoch = Some(match epoch.refit(rows, &run, &mu0, mu0_q) {
                                     Ok(next) => next,

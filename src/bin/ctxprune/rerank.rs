@@ -61,7 +61,7 @@ pub struct RerankArgs {
     pub kappa: Option<f32>,
     /// boundary-morph's prior: mips (default), zero, adaptive (the MIPS prior's scale
     /// re-fitted to the scores after every call, fading to zero when they contradict it),
-    /// or score (the square root of the query cosine, min-max scaled over the pool).
+    /// or score (the square root of the query cosine after min-max scaling over the pool).
     #[arg(long)]
     pub prior: Option<String>,
     /// boundary-morph's acquisition: boundary (default) or ucb.
@@ -107,7 +107,8 @@ pub struct RerankArgs {
     pub row_precision: Option<String>,
     /// How the GP's hyperparameters are set (boundary-morph): paper (default, the paper's
     /// heuristics) or evidence (type-II maximum likelihood of the scores seen, refitted after
-    /// 10 calls and whenever the calls have doubled, up to 160; with --prior mips or zero).
+    /// 10 calls and whenever the calls have doubled, up to 160; with --prior mips, zero or
+    /// score).
     #[arg(long)]
     pub hyperparameters: Option<String>,
     /// auto, cpu or cuda (the CTXPRUNE_BACKEND variable, cpu, cuda or auto, overrides auto).
