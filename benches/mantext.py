@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import passages  # noqa: E402
-from realtext import build, problem_set  # noqa: E402
+from realtext import build, report  # noqa: E402
 
 MAN = Path("/usr/share/man")
 SECTIONS = ("man1", "man5", "man7", "man8")
@@ -154,11 +154,7 @@ def main():
     ap.add_argument("--pool", type=int, default=5000, help="passages per problem of --set")
     a = ap.parse_args()
     docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_page, collect, QUERIES, "page")
-    print(f"{len(docs)} passages from {len({d['page'] for d in docs})} pages, {E.shape[1]}-d; "
-          f"{len(Q)} queries; grade-2 passages per query: {[int((G[i] == 2).sum()) for i in range(len(Q))]}")
-    if a.set:
-        Path(a.set).write_bytes(problem_set(docs, E, Q, G, a.pool))
-        print(f"wrote {a.set}: {len(Q)} problems of {a.pool} passages")
+    report(docs, E, Q, G, "page", "pages", a.set, a.pool)
 
 
 if __name__ == "__main__":

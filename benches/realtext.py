@@ -195,6 +195,15 @@ def problem_set(docs: list[dict], E: np.ndarray, Q: np.ndarray, G: np.ndarray, p
     })
 
 
+def report(docs, E, Q, G, key: str, noun: str, set_path, pool: int):
+    """Prints what was built and writes `ctxprune eval`'s set to `set_path` (when given)."""
+    print(f"{len(docs)} passages from {len({d[key] for d in docs})} {noun}, {E.shape[1]}-d; "
+          f"{len(Q)} queries; grade-2 passages per query: {[int((G[i] == 2).sum()) for i in range(len(Q))]}")
+    if set_path:
+        Path(set_path).write_bytes(problem_set(docs, E, Q, G, pool))
+        print(f"wrote {set_path}: {len(Q)} problems of {pool} passages")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ctxprune", default="target/release/ctxprune")
@@ -204,11 +213,7 @@ def main():
     ap.add_argument("--pool", type=int, default=5000, help="passages per problem of --set")
     a = ap.parse_args()
     docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_crate)
-    print(f"{len(docs)} passages from {len({d['crate'] for d in docs})} crates, {E.shape[1]}-d; "
-          f"{len(Q)} queries; grade-2 passages per query: {[int((G[i] == 2).sum()) for i in range(len(Q))]}")
-    if a.set:
-        Path(a.set).write_bytes(problem_set(docs, E, Q, G, a.pool))
-        print(f"wrote {a.set}: {len(Q)} problems of {a.pool} passages")
+    report(docs, E, Q, G, "crate", "crates", a.set, a.pool)
 
 
 if __name__ == "__main__":

@@ -374,8 +374,7 @@ impl<'a> PoolKernel<'a> {
         let mut out = vec![0.0; e.rows()];
         out.par_chunks_mut(ROW_BLOCK).enumerate().for_each(|(c, o)| {
             for (t, v) in o.iter_mut().enumerate() {
-                let r = c * ROW_BLOCK + t;
-                *v = super::cpu::dot_mixed(e.row(r), &y) * (inv[r] * yinv);
+                *v = cos_f64(e, None, inv, e.dim(), c * ROW_BLOCK + t, &y, yinv);
             }
         });
         out
@@ -423,11 +422,24 @@ fn cos_of(
     y: &[f64],
     yinv: f64,
 ) -> f32 {
+    cos_f64(e, half, inv, d, r, y, yinv) as f32
+}
+
+/// [`cos_of`] before its rounding to f32.
+fn cos_f64(
+    e: &crate::embeddings::Embeddings,
+    half: Option<&HalfRows>,
+    inv: &[f64],
+    d: usize,
+    r: usize,
+    y: &[f64],
+    yinv: f64,
+) -> f64 {
     let x = match half {
         None => super::cpu::dot_mixed(e.row(r), y),
         Some(h) => h.dot(r, d, y),
     };
-    (x * (inv[r] * yinv)) as f32
+    x * (inv[r] * yinv)
 }
 
 impl KernelRows for PoolKernel<'_> {

@@ -383,9 +383,8 @@ impl Reranker {
                 } else {
                     (cfg.prior, cfg.acquisition)
                 };
-                let mips = prior != Prior::Zero;
                 let mut mu0 = super::prior_mean(prior, &src);
-                let mut mu0_q = if mips { 1.0 } else { 0.0 };
+                let mut mu0_q = if prior == Prior::Zero { 0.0 } else { 1.0 };
                 let mut by_evidence = cfg.hyperparameters == Hyperparameters::Evidence;
                 // Checked once, after EVIDENCE_FIRST calls (`switch_below`).
                 let mut switch = cfg.switch_below;
