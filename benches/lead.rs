@@ -1,10 +1,13 @@
 //! Issue 24's goals on the CPU, so a regression shows (the Python side, against the peers,
 //! is benches/python_peers.py):
-//! - `array_in/*`: a selection over a borrowed matrix (`Selector::select_rows`: one pass
-//!   checks, normalises and takes relevance) beside the same selection over a resident
-//!   `Pool`, the fused pass alone (`unit_rows`), and one read of the matrix with the
-//!   crate's arithmetic (`read`: every row's f64-accumulated dot with one vector), at
-//!   N = 5,000, d = 384 (the real-text pools' shape) and N = 10,000, d = 1,024;
+//! - `array_in/*`: a selection over a borrowed matrix of unit rows, as embedding models
+//!   return them (`Selector::select_rows`: one pass checks the rows and takes their norms,
+//!   then the selection reads them where they are) beside the same selection over a
+//!   resident `Pool`; for rows that are not unit (`borrowed_raw`, MMR k = 10), the
+//!   selection over the unit copy it makes, and that copy's fused pass alone
+//!   (`unit_rows`); and one read of the matrix with the crate's arithmetic (`read`: every
+//!   row's f64-accumulated dot with one vector), at N = 5,000, d = 384 (the real-text
+//!   pools' shape) and N = 10,000, d = 1,024;
 //! - `select_many/*`: Q = 32 MMR k = 100 requests over one pool of N = 10,000, d = 1,024,
 //!   as one `select_many` and as 32 `select` calls.
 //!
@@ -26,6 +29,15 @@ fn array_in(c: &mut Criterion) {
     for (n, d) in [(5_000usize, 384usize), (10_000, 1_024)] {
         let p = synthetic_pool(n, d, 50, 7);
         let (x, q) = (p.embeddings.as_slice(), &p.query[..]);
+        // The rows as an embedding model returns them: each divided by its norm in f32.
+        let units: Vec<f32> = x
+            .chunks_exact(d)
+            .flat_map(|r| {
+                let norm = r.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt() as f32;
+                r.iter().map(move |&v| v / norm)
+            })
+            .collect();
+        let unit = Embeddings::new(n, d, units, "unit").unwrap();
         let shape = format!("n{n}_d{d}");
         g.bench_function(BenchmarkId::new("read", &shape), |b| {
             let mut out = vec![0.0; n];
@@ -34,7 +46,8 @@ fn array_in(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("unit_rows", &shape), |b| {
             b.iter(|| black_box(Embeddings::unit_rows(x, n, d, "x", Some(q)).unwrap()))
         });
-        let pool = Pool::from_embeddings(&engine, &p.embeddings).unwrap();
+        let pool = Pool::from_embeddings(&engine, &unit).unwrap();
+        let xu = unit.as_slice();
         let req = Request {
             query: Some(q),
             ..Request::default()
@@ -48,8 +61,13 @@ fn array_in(c: &mut Criterion) {
             let s = Selector::new(&engine, SelectConfig::new(m).k(k).threshold(-1.0)).unwrap();
             let case = format!("{}_k{k}_{shape}", m.name());
             g.bench_function(BenchmarkId::new("borrowed", &case), |b| {
-                b.iter(|| black_box(s.select_rows(x, n, d, "x", &req).unwrap()))
+                b.iter(|| black_box(s.select_rows(xu, n, d, "x", &req).unwrap()))
             });
+            if (m, k) == (Method::Mmr, 10) {
+                g.bench_function(BenchmarkId::new("borrowed_raw", &case), |b| {
+                    b.iter(|| black_box(s.select_rows(x, n, d, "x", &req).unwrap()))
+                });
+            }
             g.bench_function(BenchmarkId::new("pool", &case), |b| {
                 b.iter(|| black_box(s.select(&pool, &req).unwrap()))
             });

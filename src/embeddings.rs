@@ -227,15 +227,7 @@ impl Embeddings {
         query: Option<&[f32]>,
     ) -> Result<UnitRows> {
         use rayon::prelude::*;
-        if dim == 0 {
-            return Err(Error::invalid(source, "embedding dimension is 0"));
-        }
-        if rows.checked_mul(dim) != Some(data.len()) {
-            return Err(Error::invalid(
-                source,
-                format!("{} values do not fill {rows} rows of dimension {dim}", data.len()),
-            ));
-        }
+        check_shape(data, rows, dim, source)?;
         // A query the selectors would refuse (wrong dimension, not finite, zero) gets no
         // relevance here: the selection names it, after the rows, as it always has.
         let query = query.filter(|q| q.len() == dim && unit_vector(q, "query").is_ok());
@@ -281,20 +273,7 @@ impl Embeddings {
                 (None, zero)
             })
             .reduce(|| (None, None), |a, b| (a.0.or(b.0), a.1.or(b.1)));
-        if let (Some(pos), _) = first_bad {
-            return Err(Error::NonFinite {
-                source_name: source.to_string(),
-                row: pos / dim,
-                col: pos % dim,
-                value: data[pos],
-            });
-        }
-        if let (None, Some(row)) = first_bad {
-            return Err(Error::ZeroNorm {
-                source_name: source.to_string(),
-                row,
-            });
-        }
+        bad_rows(data, dim, source, first_bad)?;
         let e = Embeddings {
             rows,
             dim,
@@ -318,14 +297,7 @@ impl Embeddings {
 
     /// Checks that `other` has this matrix's dimension; `what` names the pair.
     pub fn check_dim(&self, other: usize, what: &str) -> Result<()> {
-        if other != self.dim {
-            return Err(Error::DimensionMismatch {
-                what: what.to_string(),
-                expected: self.dim,
-                got: other,
-            });
-        }
-        Ok(())
+        self.view().check_dim(other, what)
     }
 
     /// The rows `idx`, in that order, as a new matrix.
@@ -344,6 +316,188 @@ impl Embeddings {
         e.unit = self.unit;
         Ok(e)
     }
+}
+
+/// A borrowed `rows × dim` row-major matrix of finite `f32`: the rows a selection or a
+/// reranker reads, owned by an [`Embeddings`] (a pool's copy) or by the caller (an array
+/// selected from once, [`crate::select::Selector::select_rows`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Matrix<'a> {
+    data: &'a [f32],
+    rows: usize,
+    dim: usize,
+    unit: bool,
+}
+
+impl<'a> Matrix<'a> {
+    /// Rows the caller checked (finite, `rows × dim` values), not known to be unit.
+    pub(crate) fn borrowed(data: &'a [f32], rows: usize, dim: usize) -> Self {
+        debug_assert_eq!(data.len(), rows * dim);
+        Matrix {
+            data,
+            rows,
+            dim,
+            unit: false,
+        }
+    }
+
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub(crate) fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Row `i` (an internal index: panics past the end).
+    pub(crate) fn row(&self, i: usize) -> &'a [f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+
+    pub(crate) fn as_slice(&self) -> &'a [f32] {
+        self.data
+    }
+
+    /// Whether every row was normalised to unit length ([`Embeddings::is_unit`]).
+    pub(crate) fn is_unit(&self) -> bool {
+        self.unit
+    }
+
+    /// Checks that `other` has this matrix's dimension; `what` names the pair.
+    pub(crate) fn check_dim(&self, other: usize, what: &str) -> Result<()> {
+        if other != self.dim {
+            return Err(Error::DimensionMismatch {
+                what: what.to_string(),
+                expected: self.dim,
+                got: other,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The norms within which a pool keeps rows as given: every row's `f64` norm within 2^-8
+/// of 1, as embedding models return them (unit in `f32`, or rounded to f16 or bf16).
+/// Cosines divide each product by the rows' exact `f64` norms either way; rows kept as
+/// given save the unit copy (a one-shot selection borrows the caller's array). Rows
+/// outside it (unnormalised models, hand-made vectors) are unit-normalised into a copy
+/// ([`Embeddings::unit_rows`]): dividing in `f64` and rounding once to `f32` makes rows
+/// equal up to scale bit-identical, so they tie exactly. Rows near unit length are not
+/// exact multiples of one another in practice (every value times a ratio near 1 would have
+/// to be an `f32` again), so kept rows lose no such tie.
+const KEPT_NORMS: std::ops::RangeInclusive<f64> = 0.99609375..=1.00390625;
+
+/// What [`Embeddings::kept_inv_norms`] found.
+pub(crate) enum Norms {
+    /// Every row's norm is within [`KEPT_NORMS`]: the rows are kept as given, with these
+    /// `1 / ‖row‖` (`f64`, from [`crate::backend::cpu::dot`]).
+    Kept(Vec<f64>),
+    /// A row's norm is outside it: the rows need a unit copy.
+    OutOfRange,
+}
+
+impl Embeddings {
+    /// One parallel pass over a borrowed row-major matrix: takes each row's exact inverse
+    /// norm (the [`inv_norms`](Self::inv_norms) bits) and, when every row is within
+    /// [`KEPT_NORMS`], checks every value finite and every row non-zero, with the errors
+    /// of [`Embeddings::unit_rows`] (the first non-finite value, else the first zero row).
+    /// At the first row outside the range the pass stops and says so: the unit copy the
+    /// rows then need checks them as it makes them, so rows that are not unit (a raw
+    /// model's) cost a row or two here, not a read.
+    pub(crate) fn kept_inv_norms(data: &[f32], rows: usize, dim: usize, source: &str) -> Result<Norms> {
+        use rayon::prelude::*;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        check_shape(data, rows, dim, source)?;
+        let mut inv = vec![0.0f64; rows];
+        let far = AtomicBool::new(false);
+        const TASK: usize = 256;
+        // Per task: the first non-finite value's position and the first zero row.
+        let (bad, zero) = inv
+            .par_chunks_mut(TASK)
+            .enumerate()
+            .map(|(t, iv)| {
+                let mut zero = None;
+                for (r, i) in iv.iter_mut().enumerate() {
+                    if far.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let at = t * TASK + r;
+                    let row = &data[at * dim..(at + 1) * dim];
+                    let n = crate::backend::cpu::dot(row, row).sqrt();
+                    if !n.is_finite() {
+                        let c = row.iter().position(|v| !v.is_finite()).unwrap_or(0);
+                        return (Some(at * dim + c), zero);
+                    }
+                    if n == 0.0 {
+                        zero = zero.or(Some(at));
+                        continue;
+                    }
+                    if !KEPT_NORMS.contains(&n) {
+                        far.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                    *i = 1.0 / n;
+                }
+                (None, zero)
+            })
+            .reduce(|| (None, None), |a, b| (a.0.or(b.0), a.1.or(b.1)));
+        if far.into_inner() {
+            return Ok(Norms::OutOfRange);
+        }
+        bad_rows(data, dim, source, (bad, zero))?;
+        Ok(Norms::Kept(inv))
+    }
+
+    /// The matrix as the selectors read it.
+    pub(crate) fn view(&self) -> Matrix<'_> {
+        Matrix {
+            data: &self.data,
+            rows: self.rows,
+            dim: self.dim,
+            unit: self.unit,
+        }
+    }
+}
+
+/// `rows × dim` values from `data`, or why not (a zero dimension, a length that does not
+/// fill the rows), naming `source`.
+fn check_shape(data: &[f32], rows: usize, dim: usize, source: &str) -> Result<()> {
+    if dim == 0 {
+        return Err(Error::invalid(source, "embedding dimension is 0"));
+    }
+    if rows.checked_mul(dim) != Some(data.len()) {
+        return Err(Error::invalid(
+            source,
+            format!("{} values do not fill {rows} rows of dimension {dim}", data.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// The error of a pass that found, in row order, the first non-finite value (its position
+/// in `data`) and the first zero row: the value is named first, as [`Embeddings::new`]
+/// names it before [`Embeddings::normalize`] finds the zero row.
+fn bad_rows(
+    data: &[f32],
+    dim: usize,
+    source: &str,
+    (bad, zero): (Option<usize>, Option<usize>),
+) -> Result<()> {
+    if let Some(pos) = bad {
+        return Err(Error::NonFinite {
+            source_name: source.to_string(),
+            row: pos / dim,
+            col: pos % dim,
+            value: data[pos],
+        });
+    }
+    if let Some(row) = zero {
+        return Err(Error::ZeroNorm {
+            source_name: source.to_string(),
+            row,
+        });
+    }
+    Ok(())
 }
 
 /// What [`Embeddings::unit_rows`] returns: the unit rows, their exact inverse norms, and

@@ -1,20 +1,23 @@
-//! A pool: normalised embeddings created once, resident where the engine computes (on
-//! the device for a CUDA engine), and reused by any number of selections and reranks
-//! from any thread.
+//! A pool: embeddings checked and copied once with their exact inverse norms, resident
+//! where the engine computes (on the device for a CUDA engine), and reused by any number
+//! of selections and reranks from any thread.
 //!
 //! ```
 //! use ctxprune::{Embeddings, Engine, Pool};
 //! let engine = Engine::cpu();
 //! let e = Embeddings::new(3, 2, vec![3.0, 0.0, 0.0, 2.0, 1.0, 1.0], "docs")?;
-//! let pool = Pool::new(&engine, e)?; // rows unit-normalised in place, then made resident
+//! let pool = Pool::new(&engine, e)?; // rows unit-normalised (they are not unit), resident
 //! assert_eq!((pool.len(), pool.dim()), (3, 2));
 //! assert_eq!(pool.embeddings().row(0), &[1.0, 0.0]);
+//! // Rows that are unit already (norms within 2^-8 of 1) are kept as given.
+//! let u = Embeddings::new(2, 2, vec![0.6, 0.8, 1.0, 0.0], "unit")?;
+//! assert_eq!(Pool::new(&engine, u.clone())?.embeddings().as_slice(), u.as_slice());
 //! # Ok::<(), ctxprune::Error>(())
 //! ```
 
 use crate::backend::picker::Rows;
 use crate::backend::{Engine, Resident, Storage};
-use crate::embeddings::Embeddings;
+use crate::embeddings::{Embeddings, Norms};
 use crate::error::{Error, Result};
 use crate::similarity::Kernel;
 use std::sync::{Arc, OnceLock};
@@ -28,7 +31,7 @@ struct Inner {
     median: OnceLock<f64>,
 }
 
-/// Unit-normalised embeddings, resident on an engine's device; clones share them.
+/// Embeddings with their exact inverse norms, resident on an engine's device; clones share them.
 #[derive(Clone)]
 pub struct Pool {
     inner: Arc<Inner>,
@@ -45,9 +48,13 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
-    /// A pool of `e`'s rows on `engine`: each row is unit-normalised in place (divided by
-    /// its f64 norm and rounded once to f32; a zero row is an error naming it), then
-    /// uploaded when the engine has a device. An empty matrix is an error.
+    /// A pool of `e`'s rows on `engine`, with each row's exact `f64` inverse norm (every
+    /// cosine divides by the two rows' norms), then uploaded when the engine has a device.
+    /// Rows that are unit already (every norm within 2^-8 of 1, as embedding models return
+    /// them) are kept as given; others are unit-normalised into the pool's copy (each
+    /// divided by its `f64` norm and rounded once to `f32`, so rows equal up to scale
+    /// become bit-identical: see [`Embeddings::unit_rows`]). A zero row is an error naming
+    /// it; so is an empty matrix.
     pub fn new(engine: &Engine, e: Embeddings) -> Result<Pool> {
         Pool::with_storage(engine, e, Storage::F32)
     }
@@ -60,20 +67,25 @@ impl Pool {
         if e.is_empty() {
             return Err(Error::Empty(format!("pool {}", e.source_name())));
         }
-        let (e, inv) = if e.is_unit() {
+        if e.is_unit() {
             let inv = e.inv_norms()?;
-            (e, inv)
-        } else {
-            let u = Embeddings::unit_rows(e.as_slice(), e.rows(), e.dim(), e.source_name(), None)?;
-            (u.e, u.inv)
-        };
-        Pool::resident(engine, e, inv, storage)
+            return Pool::resident(engine, e, inv, storage);
+        }
+        match Embeddings::kept_inv_norms(e.as_slice(), e.rows(), e.dim(), e.source_name())? {
+            Norms::Kept(inv) => Pool::resident(engine, e, inv, storage),
+            Norms::OutOfRange => {
+                let u = Embeddings::unit_rows(e.as_slice(), e.rows(), e.dim(), e.source_name(), None)?;
+                Pool::resident(engine, u.e, u.inv, storage)
+            }
+        }
     }
 
     /// A pool of a borrowed row-major matrix (`rows × dim` values, named `source` in
-    /// errors): read once, checked, unit-normalised into the pool's own copy in the same
-    /// pass (see [`Embeddings::unit_rows`]); the same pool as [`Pool::with_storage`] of an
-    /// owned copy, bit for bit.
+    /// errors): read once, checked, and copied (the same pool as [`Pool::with_storage`]
+    /// of an owned copy, bit for bit; a one-shot [`Selector::select_rows`] of the same
+    /// matrix selects as this pool does, bit for bit, without the copy).
+    ///
+    /// [`Selector::select_rows`]: crate::select::Selector::select_rows
     pub fn from_slice(
         engine: &Engine,
         data: &[f32],
@@ -85,12 +97,20 @@ impl Pool {
         if rows == 0 {
             return Err(Error::Empty(format!("pool {source}")));
         }
-        let u = Embeddings::unit_rows(data, rows, dim, source, None)?;
-        Pool::resident(engine, u.e, u.inv, storage)
+        match Embeddings::kept_inv_norms(data, rows, dim, source)? {
+            Norms::Kept(inv) => {
+                let e = Embeddings::new(rows, dim, data.to_vec(), source)?;
+                Pool::resident(engine, e, inv, storage)
+            }
+            Norms::OutOfRange => {
+                let u = Embeddings::unit_rows(data, rows, dim, source, None)?;
+                Pool::resident(engine, u.e, u.inv, storage)
+            }
+        }
     }
 
     fn resident(engine: &Engine, e: Embeddings, inv: Vec<f64>, storage: Storage) -> Result<Pool> {
-        let resident = engine.resident_as(&e, &inv, storage)?;
+        let resident = engine.resident_as(e.view(), &inv, storage)?;
         Ok(Pool {
             inner: Arc::new(Inner {
                 engine: engine.clone(),
@@ -148,13 +168,14 @@ impl Pool {
         &self.inner.engine
     }
 
-    /// The unit-normalised rows (host copy).
+    /// The rows as the pool keeps them (host copy): as given, or unit-normalised when a
+    /// norm was out of range ([`Pool::new`]). Cosines divide by [`inv_norms`](Self::inv_norms).
     #[must_use]
     pub fn embeddings(&self) -> &Embeddings {
         &self.inner.rows
     }
 
-    /// `1 / ‖row‖` of the unit rows, in f64 (1 up to rounding).
+    /// `1 / ‖row‖` of the kept rows, in f64.
     #[must_use]
     pub fn inv_norms(&self) -> &[f64] {
         &self.inner.inv
@@ -200,7 +221,7 @@ impl Pool {
 
     pub(crate) fn rows(&self) -> Rows<'_> {
         Rows {
-            e: &self.inner.rows,
+            e: self.inner.rows.view(),
             inv: &self.inner.inv,
             resident: &self.inner.resident,
         }

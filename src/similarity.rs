@@ -9,7 +9,7 @@
 //! and applies the epilogue; [`gram_batched`] does the same for many small pools at once.
 
 use crate::backend::cpu;
-use crate::embeddings::Embeddings;
+use crate::embeddings::{Embeddings, Matrix};
 use crate::error::{Error, Result};
 use crate::rng::Rng;
 use rayon::prelude::*;
@@ -274,23 +274,31 @@ pub fn gram_into(e: &Embeddings, kernel: Kernel, out: &mut [f32]) -> Result<()> 
         ));
     }
     let inv = e.inv_norms()?;
-    gram_fill(e, &inv, kernel, out, true, true);
+    gram_fill(e.view(), &inv, kernel, out, true, true);
     Ok(())
+}
+
+/// [`gram`] of rows whose inverse norms are known (a pool's).
+pub(crate) fn gram_rows(e: Matrix<'_>, inv: &[f64], kernel: Kernel) -> Result<Vec<f32>> {
+    kernel.validate()?;
+    let mut out = vec![0.0f32; e.rows() * e.rows()];
+    gram_fill(e, inv, kernel, &mut out, true, true);
+    Ok(out)
 }
 
 /// The cosine Gram of rows that are already unit, with the diagonal as the GEMM computes
 /// it (`<e_i, e_i>`, 1 up to rounding) rather than forced to 1: bit-identical rows then
 /// get bit-identical rows of the Gram, so a duplicate's coverage gain is exactly 0.
-pub(crate) fn cosine_gram_computed_diag(e: &Embeddings) -> Result<Vec<f32>> {
+pub(crate) fn cosine_gram_computed_diag(e: Matrix<'_>) -> Result<Vec<f32>> {
+    debug_assert!(e.is_unit());
     let n = e.rows();
     let mut out = vec![0.0f32; n * n];
-    let inv = e.inv_norms()?;
-    gram_fill(e, &inv, Kernel::Cosine, &mut out, true, false);
+    gram_fill(e, &[], Kernel::Cosine, &mut out, true, false);
     Ok(out)
 }
 
 /// Fills `out` (`n × n`); `parallel` lets GEMMs and passes use every core.
-fn gram_fill(e: &Embeddings, inv: &[f64], kernel: Kernel, out: &mut [f32], parallel: bool, force_diag: bool) {
+fn gram_fill(e: Matrix<'_>, inv: &[f64], kernel: Kernel, out: &mut [f32], parallel: bool, force_diag: bool) {
     let n = e.rows();
     if n == 0 {
         return;
@@ -409,7 +417,7 @@ pub fn gram_batched(pools: &[&Embeddings], kernel: Kernel) -> Result<Vec<Vec<f32
             let inv = e.inv_norms()?;
             let n = e.rows();
             let mut out = vec![0.0f32; n * n];
-            gram_fill(e, &inv, kernel, &mut out, false, true);
+            gram_fill(e.view(), &inv, kernel, &mut out, false, true);
             Ok(out)
         })
         .collect()

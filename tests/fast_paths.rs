@@ -82,6 +82,44 @@ fn unit_rows_name_what_the_checks_they_replace_name() {
     );
 }
 
+/// A pool (and so a selection from the matrix) names the same bad value or zero row
+/// whether its rows are kept as given (unit already) or normalised into a copy (a row far
+/// from unit length before the bad one, in another task of the pass).
+#[test]
+fn pools_of_unit_rows_name_what_the_copy_names() {
+    let (e, _, _) = raw_problem(700, 5, 19);
+    let unit: Vec<f32> = e
+        .as_slice()
+        .chunks_exact(5)
+        .flat_map(|r| {
+            let n = cpu::dot(r, r).sqrt() as f32;
+            r.iter().map(move |&v| v / n)
+        })
+        .collect();
+    let engine = Engine::cpu();
+    let pool = |v: &[f32]| Pool::from_slice(&engine, v, 700, 5, "docs", ctxprune::Storage::F32).map(|_| ());
+    assert!(pool(&unit).is_ok());
+    for far in [None, Some(2usize)] {
+        let mut v = unit.clone();
+        if let Some(r) = far {
+            v[r * 5..(r + 1) * 5].iter_mut().for_each(|x| *x *= 3.0);
+        }
+        v[600 * 5 + 2] = f32::NAN;
+        v[400 * 5..401 * 5].fill(0.0);
+        let err = pool(&v).unwrap_err();
+        assert!(
+            matches!(err, Error::NonFinite { row: 600, col: 2, .. }),
+            "far row {far:?}: {err}"
+        );
+        v[600 * 5 + 2] = 0.5;
+        let err = pool(&v).unwrap_err();
+        assert!(
+            matches!(err, Error::ZeroNorm { row: 400, .. }),
+            "far row {far:?}: {err}"
+        );
+    }
+}
+
 fn selector(method: &str, mode: &str, k: usize, budget: Option<f64>) -> Selector {
     let opts = SelectOptions {
         method,
@@ -109,12 +147,48 @@ fn same(a: &ctxprune::Result<Selection>, b: &ctxprune::Result<Selection>, what: 
     }
 }
 
+/// A matrix of `raw_problem`'s rows: "drawn" as drawn (norms far from 1: a pool
+/// unit-normalises a copy, and so does a selection from the matrix); "unit" normalised in
+/// `f32`, then each row scaled by up to 3e-3 (norms within 2^-8 of 1: a pool keeps them as
+/// given, and a selection borrows them); "mixed" those with one row at twice its length
+/// (a copy again).
+fn scaled(e: &Embeddings, how: &str) -> Embeddings {
+    let (n, d) = (e.rows(), e.dim());
+    if how == "drawn" {
+        return e.clone();
+    }
+    let mut data = Vec::with_capacity(n * d);
+    for i in 0..n {
+        let row = e.row(i);
+        let norm = row
+            .iter()
+            .map(|&v| f64::from(v) * f64::from(v))
+            .sum::<f64>()
+            .sqrt() as f32;
+        let s = 1.0 + 1e-3 * (i % 7) as f32 - 3e-3 + if how == "mixed" && i == n / 2 { 1.0 } else { 0.0 };
+        data.extend(row.iter().map(|&v| v / norm * s));
+    }
+    Embeddings::new(n, d, data, "m").unwrap()
+}
+
 #[test]
 fn a_borrowed_matrix_selects_as_a_pool_of_it_bit_for_bit() {
     let engine = Engine::cpu();
-    for (seed, &(n, d)) in SIZES.iter().enumerate().skip(1) {
+    for ((seed, &(n, d)), how) in SIZES
+        .iter()
+        .enumerate()
+        .skip(1)
+        .zip(["drawn", "unit", "mixed", "unit"])
+    {
         let (e, q, costs) = raw_problem(n, d, 70 + seed as u64);
+        let e = scaled(&e, how);
         let pool = Pool::new(&engine, e.clone()).unwrap();
+        // The pool keeps the rows as given when they are unit already.
+        assert_eq!(
+            pool.embeddings().as_slice() == e.as_slice(),
+            how == "unit",
+            "{how}"
+        );
         for method in METHODS {
             for (mode, budget) in [("greedy", None), ("greedy", Some(60.0)), ("gate", None)] {
                 let s = selector(method, mode, 7, budget);
@@ -125,9 +199,12 @@ fn a_borrowed_matrix_selects_as_a_pool_of_it_bit_for_bit() {
                     retained: if mode == "gate" { &retained } else { &[] },
                     ..Request::default()
                 };
-                let what = format!("{method} {mode} budget={budget:?} {n}x{d}");
+                let what = format!("{method} {mode} budget={budget:?} {n}x{d} {how}");
                 let want = s.select(&pool, &req);
-                same(&s.select_rows(e.as_slice(), n, d, "m", &req), &want, &what);
+                for threads in [1, 3] {
+                    let got = in_pool(threads, || s.select_rows(e.as_slice(), n, d, "m", &req));
+                    same(&got, &want, &format!("{what}, {threads} threads"));
+                }
                 let inputs = ctxprune::select::Inputs {
                     embeddings: Some(&e),
                     query: Some(&q),

@@ -77,9 +77,10 @@ copyreg.pickle(Engine, lambda e: (_open_engine, e._options()))
 
 
 class Pool:
-    """Embeddings made resident once: rows normalised to unit length (into the engine's
-    own copy; the array passed in is never written) and, on a CUDA engine, kept on the
-    device. Reuse one pool across any number of selections and reranks.
+    """Embeddings made resident once: rows checked and copied with their exact inverse
+    norms (the array passed in is never written; cosines divide by the norms) and, on a
+    CUDA engine, kept on the device. Reuse one pool across any number of selections and
+    reranks.
 
     `embeddings`: an N x d float16, float32 or float64 array (C-contiguous arrays are read
     once, other layouts copied once); `storage`: "f32", or "f16"/"bf16" for a
@@ -107,24 +108,33 @@ class Pool:
         """"f32", "f16" or "bf16"."""
         return self._pool.storage
 
+    def rows(self) -> np.ndarray:
+        """A copy of the rows as the pool keeps them (float32): as given, or
+        unit-normalised unless every row's norm was within 2**-8 of 1."""
+        return self._pool.rows()
+
     def unit_rows(self) -> np.ndarray:
-        """A copy of the pool's rows as it holds them: unit-normalised, float32."""
+        """A copy of the rows unit-normalised (float32)."""
         return self._pool.unit_rows()
 
     def __reduce__(self):
-        # Its unit rows, kept as they are on the way back: the unpickled pool selects
-        # exactly as this one, bit for bit.
-        return (_pool_of_unit_rows, (self.unit_rows(), self.engine, self.storage))
+        # The rows as kept: a pool made of them keeps them as they are, so the unpickled
+        # pool selects exactly as this one, bit for bit.
+        return (_pool_of_rows, (self.rows(), self.engine, self.storage))
 
     def __repr__(self) -> str:
         return repr(self._pool)
 
 
-def _pool_of_unit_rows(rows: np.ndarray, engine: Engine, storage: str) -> Pool:
+def _pool_of_rows(rows: np.ndarray, engine: Engine, storage: str) -> Pool:
     p = Pool.__new__(Pool)
     p.engine = engine
-    p._pool = _native.Pool._from_unit_rows(engine, rows, storage)
+    p._pool = _native.Pool(engine, rows, storage)
     return p
+
+
+# Pools pickled by earlier versions carry their unit rows, which a pool keeps as given.
+_pool_of_unit_rows = _pool_of_rows
 
 
 def _pool(x: Any, engine: Engine) -> Optional[Pool]:

@@ -109,8 +109,8 @@ fn parse_storage(py: Python<'_>, storage: &str) -> PyResult<Storage> {
     }
 }
 
-/// A pool: the rows normalised to unit length once (a copy; the caller's array is never
-/// written) and made resident on the engine's device.
+/// A pool: the rows checked and copied once with their exact inverse norms (the
+/// caller's array is never written) and made resident on the engine's device.
 #[pyclass(frozen, module = "ctxprune_rs._native")]
 pub struct Pool {
     pub inner: ctxprune::Pool,
@@ -129,31 +129,20 @@ impl Pool {
         Ok(Pool { inner })
     }
 
-    /// A pool of rows a pool normalised already (`unit_rows()` of another pool: how a
-    /// pickled pool comes back), kept as they are, so it selects exactly as the original.
-    #[staticmethod]
-    #[pyo3(signature = (engine, rows, storage = "f32"))]
-    fn _from_unit_rows(
-        py: Python<'_>,
-        engine: &Engine,
-        rows: &Bound<'_, PyAny>,
-        storage: &str,
-    ) -> PyResult<Self> {
-        let storage = parse_storage(py, storage)?;
-        let engine = &engine.inner;
-        let inner = arrays::with_rows(py, rows, "rows", |data, n, dim| {
-            let e = ctxprune::Embeddings::from_unit_rows(n, dim, data.to_vec(), "rows")?;
-            ctxprune::Pool::with_storage(engine, e, storage)
-        })?;
-        Ok(Pool { inner })
+    /// A copy of the rows as the pool keeps them (`N x d` float32): as given when every
+    /// row's norm was within 2^-8 of 1, else unit-normalised. A pool made of them selects
+    /// exactly as this one (how a pickled pool comes back).
+    fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let e = self.inner.embeddings();
+        matrix(py, e.as_slice().to_vec(), e.rows(), e.dim())
     }
 
-    /// A copy of the pool's unit-normalised rows (`N x d` float32).
+    /// A copy of the rows unit-normalised (`N x d` float32): each divided by its `f64` norm
+    /// and rounded once.
     fn unit_rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        use numpy::{PyArray1, PyArrayMethods};
         let e = self.inner.embeddings();
-        let flat = PyArray1::from_vec(py, e.as_slice().to_vec());
-        Ok(flat.reshape([e.rows(), e.dim()])?.into_any())
+        let u = ctxprune::Embeddings::unit_rows(e.as_slice(), e.rows(), e.dim(), "pool", None).py(py)?;
+        matrix(py, u.e.into_vec(), e.rows(), e.dim())
     }
 
     fn __len__(&self) -> usize {
@@ -193,4 +182,10 @@ impl Pool {
             self.inner.storage().name()
         )
     }
+}
+
+/// `values` as an `rows x dim` float32 array.
+fn matrix(py: Python<'_>, values: Vec<f32>, rows: usize, dim: usize) -> PyResult<Bound<'_, PyAny>> {
+    use numpy::{PyArray1, PyArrayMethods};
+    Ok(PyArray1::from_vec(py, values).reshape([rows, dim])?.into_any())
 }

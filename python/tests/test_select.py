@@ -108,10 +108,13 @@ def test_a_pool_is_reused_across_selectors_and_threads(rng):
         np.testing.assert_array_equal(o.gains, want.gains)
 
 
+@pytest.mark.parametrize("unit", [False, True], ids=["raw rows", "unit rows"])
 @pytest.mark.parametrize("method", ["mmr", "grn", "centroid", "dpp", "coverage", "hybrid"])
-def test_a_borrowed_array_selects_as_a_pool_of_it_bit_for_bit(rng, method):
+def test_a_borrowed_array_selects_as_a_pool_of_it_bit_for_bit(rng, method, unit):
     X, q, costs = problem(rng, 157, 29)
     X = X.astype(np.float32)
+    if unit:  # selected from where they are (norms within 2**-8 of 1); else a unit copy
+        X = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
     assert X.flags.c_contiguous  # borrowed: read in place, not copied
     before = X.copy()
     kw = dict(k=9, threshold=-5.0) if method == "hybrid" else dict(k=9)

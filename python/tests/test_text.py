@@ -118,13 +118,18 @@ def test_token_counters_are_the_clis():
         ctxprune_rs.token_counter("gpt9")
 
 
-def test_engine_pool_selector_reranker_pickle_to_the_same_results(rng):
+@pytest.mark.parametrize("unit", [False, True], ids=["raw rows", "unit rows"])
+def test_engine_pool_selector_reranker_pickle_to_the_same_results(rng, unit):
     X, q, costs = problem(rng, 211, 19)
+    if unit:  # kept as given by the pool (norms within 2**-8 of 1)
+        X = (X / np.linalg.norm(X, axis=1, keepdims=True)).astype(np.float32)
     engine = ctxprune_rs.Engine("cpu")
     pool = ctxprune_rs.Pool(X, engine=engine)
+    assert (pool.rows().tobytes() == X.tobytes()) == unit
     for obj in (engine, pool):
         assert repr(pickle.loads(pickle.dumps(obj))) == repr(obj)
     pool2 = pickle.loads(pickle.dumps(pool))
+    assert pool2.rows().tobytes() == pool.rows().tobytes()
     assert pool2.unit_rows().tobytes() == pool.unit_rows().tobytes()
     for method, kw in (("mmr", dict(k=13, lambda_=0.6)), ("dpp", dict(token_budget=900)), ("coverage", dict(k=9))):
         s = ctxprune_rs.Selector(method, engine=engine, **kw)

@@ -6,7 +6,7 @@ use super::gp::{GpStore, PoolKernel, RowReader};
 use super::picker::{Picker, PickerInputs, PickerKind, Rows};
 use super::report::{CheckReport, KernelsReport};
 use super::EngineOptions;
-use crate::embeddings::Embeddings;
+use crate::embeddings::{Embeddings, Matrix};
 use crate::error::{Error, Result};
 use crate::rng::Rng;
 use crate::similarity::Kernel;
@@ -68,7 +68,7 @@ pub(crate) fn gram_half(d: &Device, _: &HalfRows, _: Kernel) -> Result<Vec<f32>>
     match d.0 {}
 }
 
-pub(crate) fn upload_half_rows(d: &Device, _: &Embeddings, _: super::Storage) -> Result<HalfRows> {
+pub(crate) fn upload_half_rows(d: &Device, _: Matrix<'_>, _: super::Storage) -> Result<HalfRows> {
     match d.0 {}
 }
 
@@ -76,7 +76,7 @@ pub(crate) fn gram_batched(d: &Device, _: &[&Embeddings], _: Kernel) -> Result<V
     match d.0 {}
 }
 
-pub(crate) fn upload_rows(d: &Device, _: &Embeddings, _: &[f64]) -> Result<DevRows> {
+pub(crate) fn upload_rows(d: &Device, _: Matrix<'_>, _: &[f64]) -> Result<DevRows> {
     match d.0 {}
 }
 

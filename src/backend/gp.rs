@@ -9,6 +9,7 @@
 //! (`O(N d)`), and the GP reads one per oracle call.
 
 use super::picker::Rows;
+use crate::embeddings::Matrix;
 use crate::error::{Error, Result};
 use crate::similarity::Kernel;
 use rayon::prelude::*;
@@ -139,7 +140,8 @@ struct HalfRows {
 
 impl HalfRows {
     /// The copy of `e` in precision `p` (not f32), rows rounded to nearest in parallel.
-    fn new(e: &crate::embeddings::Embeddings, p: RowPrecision) -> Result<HalfRows> {
+    /// (A pool's rows are unit or within 2^-8 of it: f16's range holds them.)
+    fn new(e: Matrix<'_>, p: RowPrecision) -> Result<HalfRows> {
         use half::slice::HalfFloatSliceExt;
         let (n, d) = (e.rows(), e.dim());
         let src = e.as_slice();
@@ -414,7 +416,7 @@ impl<'a> PoolKernel<'a> {
 /// of a kernel row computes it: the dot product in f64 (from the half-precision copy when
 /// there is one), scaled, rounded once to f32.
 fn cos_of(
-    e: &crate::embeddings::Embeddings,
+    e: Matrix<'_>,
     half: Option<&HalfRows>,
     inv: &[f64],
     d: usize,
@@ -427,7 +429,7 @@ fn cos_of(
 
 /// [`cos_of`] before its rounding to f32.
 fn cos_f64(
-    e: &crate::embeddings::Embeddings,
+    e: Matrix<'_>,
     half: Option<&HalfRows>,
     inv: &[f64],
     d: usize,

@@ -34,7 +34,7 @@ pub mod gp;
 pub mod picker;
 pub mod report;
 
-use crate::embeddings::Embeddings;
+use crate::embeddings::{Embeddings, Matrix};
 use crate::error::{Error, Result};
 use crate::similarity::Kernel;
 use std::path::PathBuf;
@@ -380,7 +380,7 @@ impl Engine {
     /// The Gram of a pool's rows, from their resident copy.
     pub(crate) fn pool_gram(&self, rows: &picker::Rows<'_>, kernel: Kernel) -> Result<Vec<f32>> {
         match (&self.inner.device, rows.resident) {
-            (Device::Cpu, _) => crate::similarity::gram(rows.e, kernel),
+            (Device::Cpu, _) => crate::similarity::gram_rows(rows.e, rows.inv, kernel),
             (Device::Cuda(d), Resident::Cuda(dev_rows)) => cuda::gram_rows(d, dev_rows, kernel),
             (Device::Cuda(d), Resident::CudaHalf(h)) => cuda::gram_half(d, h, kernel),
             (Device::Cuda(_), Resident::Host) => Err(not_resident(self)),
@@ -389,12 +389,12 @@ impl Engine {
 
     /// Makes unit rows (with their exact inverse norms) resident where this engine
     /// computes: nothing to do on the CPU, an upload on a GPU.
-    pub(crate) fn resident(&self, unit: &Embeddings, inv: &[f64]) -> Result<Resident> {
+    pub(crate) fn resident(&self, unit: Matrix<'_>, inv: &[f64]) -> Result<Resident> {
         self.resident_as(unit, inv, Storage::F32)
     }
 
     /// [`resident`](Self::resident) with the rows stored as `storage`.
-    pub(crate) fn resident_as(&self, unit: &Embeddings, inv: &[f64], storage: Storage) -> Result<Resident> {
+    pub(crate) fn resident_as(&self, unit: Matrix<'_>, inv: &[f64], storage: Storage) -> Result<Resident> {
         match (&self.inner.device, storage) {
             (Device::Cpu, Storage::F32) => Ok(Resident::Host),
             (Device::Cpu, s) => Err(Error::unsupported(

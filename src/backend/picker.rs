@@ -5,7 +5,7 @@
 //! does a step in one or two launches with a 16-byte read back.
 
 use super::Resident;
-use crate::embeddings::Embeddings;
+use crate::embeddings::Matrix;
 use crate::error::Result;
 
 /// One greedy selector's state, stepped by the driver.
@@ -43,12 +43,12 @@ pub enum PickerKind {
     Coverage,
 }
 
-/// A pool as the backends read it: unit rows, their exact inverse norms (f64), and where
+/// A pool as the backends read it: its rows, their exact inverse norms (f64), and where
 /// else they are resident.
 pub(crate) struct Rows<'a> {
-    /// Unit-normalised rows.
-    pub e: &'a Embeddings,
-    /// `1 / ‖row‖` of the unit rows, in f64.
+    /// The rows (as given, or unit-normalised: see [`crate::Pool::new`]).
+    pub e: Matrix<'a>,
+    /// `1 / ‖row‖` of the rows, in f64.
     pub inv: &'a [f64],
     /// Device residency.
     pub resident: &'a Resident,

@@ -256,7 +256,7 @@ fn rerank_section(engine: &Engine, out: &mut String) -> Result<()> {
     for (m, batch, prior, name) in runs {
         let (mut q, mut docs, mut rounds, mut ms, mut backend) = (0.0, 0, 0, 0.0, "cpu");
         for p in &probs {
-            let pool = Pool::new(engine, p.pool.rows().e.clone())?;
+            let pool = Pool::new(engine, p.pool.embeddings().clone())?;
             let mut o = Precomputed::new(p.oracle.clone(), budget)?;
             let mut cfg = RerankConfig::new(m, budget, cap);
             cfg.batch = batch;

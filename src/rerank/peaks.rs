@@ -90,14 +90,14 @@ pub fn landscape(pool: &Pool, scores: &[f64], opts: PeakOptions) -> Result<Lands
     let m = top.len();
     let rows = pool.rows();
     let e = rows.e;
-    // The kNN graph over the top-M (rows are unit: cos is the dot), OR-symmetrised.
+    // The kNN graph over the top-M by cosine, OR-symmetrised.
     let knn = opts.knn.min(m.saturating_sub(1));
     let near: Vec<Vec<usize>> = (0..m)
         .into_par_iter()
         .map(|a| {
-            let xa = e.row(top[a]);
+            let (xa, ia) = (e.row(top[a]), rows.inv[top[a]]);
             let cos: Vec<f64> = (0..m)
-                .map(|b| crate::backend::cpu::dot(xa, e.row(top[b])))
+                .map(|b| crate::backend::cpu::dot(xa, e.row(top[b])) * (ia * rows.inv[top[b]]))
                 .collect();
             let mut o: Vec<usize> = (0..m).filter(|&b| b != a).collect();
             o.sort_by(|&x, &y| cos[y].total_cmp(&cos[x]).then(x.cmp(&y)));

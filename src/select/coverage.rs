@@ -42,13 +42,25 @@ impl<'a> Coverage<'a> {
         knn: usize,
         cancel: Option<&crate::cancel::Cancel>,
     ) -> Result<Self> {
-        let e: &crate::embeddings::Embeddings = d.e;
+        // The similarity is a GEMM of unit rows: rows kept as given are unit-normalised
+        // into a copy first (O(N d) against the GEMM's O(N² d)), so rows equal up to
+        // scale get identical rows of `s` and tie exactly.
+        let copy = match d.e.is_unit() {
+            true => None,
+            false => Some(crate::Embeddings::unit_rows(
+                d.e.as_slice(),
+                d.e.rows(),
+                d.e.dim(),
+                "pool",
+                None,
+            )?),
+        };
+        let e = copy.as_ref().map_or(d.e, |u| u.e.view());
         let n = e.rows();
         let w = d.weights();
         let sim = if n <= dense_max {
-            // Rows are unit (Dense normalised them); the computed diagonal keeps
-            // duplicates' rows of `s` bit-identical (each covers itself by w(i)<e~i,e~i>,
-            // w(i) up to f32 rounding).
+            // Rows are unit; the computed diagonal keeps duplicates' rows of `s`
+            // bit-identical (each covers itself by w(i)<e~i,e~i>, w(i) up to f32 rounding).
             let mut s = crate::similarity::cosine_gram_computed_diag(e)?;
             s.par_chunks_mut(n.max(1)).enumerate().for_each(|(i, row)| {
                 let wi = w[i] as f32;

@@ -3,7 +3,7 @@
 
 use crate::backend::cpu;
 use crate::backend::picker::Rows;
-use crate::embeddings::Embeddings;
+use crate::embeddings::Matrix;
 
 /// Cosines over a pool of unit-normalised rows (SPEC: "computed on unit-normalized
 /// embeddings"), every inner product accumulated in `f64` and divided by the unit rows'
@@ -11,7 +11,7 @@ use crate::embeddings::Embeddings;
 /// rows that differ only in scale bit-identical, so their scores tie exactly and the lower
 /// index wins; dividing by the exact norms keeps residuals of in-span vectors at ~1e-16.
 pub(crate) struct Dense<'a> {
-    pub e: &'a Embeddings,
+    pub e: Matrix<'a>,
     pub inv: &'a [f64],
     /// `cos(x, q)` for every row, when there is a query (and it was not left lazy).
     pub rel: Option<Vec<f64>>,
@@ -203,7 +203,7 @@ mod tests {
             let q: Vec<f32> = (0..d).map(|j| (1e4 * (c0[j] + rng.normal())) as f32).collect();
             let host = Resident::Host;
             let rows = Rows {
-                e: &e,
+                e: e.view(),
                 inv: &inv,
                 resident: &host,
             };

@@ -511,7 +511,7 @@ mod tests {
             let costs: Vec<f64> = (0..n).map(|_| 1.0 + rng.below(9) as f64).collect();
             let host = Resident::Host;
             let rows = Rows {
-                e: &e,
+                e: e.view(),
                 inv: &inv,
                 resident: &host,
             };
@@ -565,7 +565,7 @@ mod tests {
         let costs: Vec<f64> = (0..n).map(|_| 1.0 + rng.below(20) as f64).collect();
         let host = Resident::Host;
         let rows = Rows {
-            e: &e,
+            e: e.view(),
             inv: &inv,
             resident: &host,
         };

@@ -9,6 +9,7 @@ use super::scorers::{Centroid, Dpp, Grn, Mmr};
 use super::{coverage, lexical, presets, Inputs, Method, Mode, Request, SelectConfig, Selection, Stop};
 use crate::backend::picker::{PickerInputs, PickerKind, Rows};
 use crate::backend::{BackendKind, Engine};
+use crate::embeddings::{Matrix, Norms};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 
@@ -252,9 +253,9 @@ impl Selector {
         match inp.embeddings {
             Some(e) if m != Method::Lexical && n > 0 && e.is_unit() => {
                 let inv = e.inv_norms()?;
-                let resident = self.engine.resident(e, &inv)?;
+                let resident = self.engine.resident(e.view(), &inv)?;
                 let rows = Rows {
-                    e,
+                    e: e.view(),
                     inv: &inv,
                     resident: &resident,
                 };
@@ -268,11 +269,13 @@ impl Selector {
     }
 
     /// Selects from a borrowed row-major `f32` matrix (`rows × dim`, named `source` in
-    /// errors), such as a caller's array: one parallel pass checks it, unit-normalises it
-    /// into a scratch copy and takes each row's relevance to the query from the same read
-    /// ([`crate::Embeddings::unit_rows`]); then the selection runs as over a [`Pool`] of the
-    /// same rows, with the same result bit for bit. The scratch copy is kept for the next
-    /// call on the same thread when it is at most 64 MiB. Lexical reads no rows: use
+    /// errors), such as a caller's array, without copying it: one parallel pass checks it
+    /// and takes each row's exact inverse norm ([`Pool::from_slice`]'s pass), then the
+    /// selection runs over the borrowed rows as over a [`Pool`] of them, with the same
+    /// result bit for bit. Rows that are not unit already (a norm further than 2^-8 from
+    /// one) are unit-normalised into a scratch copy instead, as the pool normalises them
+    /// (the copy is kept for the next call on the same thread when it is at most 64 MiB).
+    /// On a device engine the rows are uploaded per call. Lexical reads no rows: use
     /// [`Selector::select_inputs`].
     pub fn select_rows(
         &self,
@@ -285,6 +288,16 @@ impl Selector {
         if rows == 0 {
             return Err(Error::Empty("candidate pool".into()));
         }
+        if let Norms::Kept(inv) = crate::Embeddings::kept_inv_norms(data, rows, dim, source)? {
+            let e = Matrix::borrowed(data, rows, dim);
+            let resident = self.engine.resident(e, &inv)?;
+            let r = Rows {
+                e,
+                inv: &inv,
+                resident: &resident,
+            };
+            return self.run(Some(&r), None, rows, req);
+        }
         let query = if self.cfg.method.reads_query() {
             req.query
         } else {
@@ -292,9 +305,9 @@ impl Selector {
         };
         let buf = SCRATCH.with(std::cell::Cell::take);
         let u = crate::Embeddings::unit_rows_in(buf, data, rows, dim, source, query)?;
-        let resident = self.engine.resident(&u.e, &u.inv)?;
+        let resident = self.engine.resident(u.e.view(), &u.inv)?;
         let r = Rows {
-            e: &u.e,
+            e: u.e.view(),
             inv: &u.inv,
             resident: &resident,
         };

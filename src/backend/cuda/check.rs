@@ -179,13 +179,13 @@ pub(crate) fn primitives(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> 
 fn kernel_rows_and_gp_store(dev: &Device, lane: &Lane, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
     let e = random(517, 33, rng)?.normalized()?;
     let inv = e.inv_norms()?;
-    let dev_rows = upload_rows(dev, &e, &inv)?;
+    let dev_rows = upload_rows(dev, e.view(), &inv)?;
     let resident = Resident::Host;
     let q: Vec<f32> = (0..33).map(|_| rng.normal() as f32).collect();
     let k = Kernel::Matern52 { l2: 0.5 };
     let src = PoolKernel::new(
         Rows {
-            e: &e,
+            e: e.view(),
             inv: &inv,
             resident: &resident,
         },
@@ -331,7 +331,7 @@ fn batched(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
 fn greedy_steps(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Result<()> {
     let e = random(700, 41, rng)?.normalized()?;
     let inv = e.inv_norms()?;
-    let rows = upload_rows(dev, &e, &inv)?;
+    let rows = upload_rows(dev, e.view(), &inv)?;
     let q: Vec<f32> = (0..41).map(|_| rng.normal() as f32).collect();
     let qn = cpu::dot(&q, &q).sqrt();
     let rel: Vec<f64> = (0..700).map(|i| cpu::dot(e.row(i), &q) * inv[i] / qn).collect();
@@ -342,7 +342,7 @@ fn greedy_steps(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Result<()
     let mut p = GreedyDev::new(
         dev,
         &rows,
-        e.as_slice(),
+        e.view(),
         &inv,
         PickerKind::Mmr { lambda: 0.6 },
         &inputs,
@@ -486,7 +486,7 @@ pub(crate) fn timings(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Res
     // outside the clock; one 16-byte read back per step).
     let en = e.normalized()?;
     let inv = en.inv_norms()?;
-    let rows = upload_rows(dev, &en, &inv)?;
+    let rows = upload_rows(dev, en.view(), &inv)?;
     let q: Vec<f32> = (0..d).map(|_| rng.normal() as f32).collect();
     let qn = cpu::dot(&q, &q).sqrt();
     let rel: Vec<f64> = (0..n).map(|i| cpu::dot(en.row(i), &q) * inv[i] / qn).collect();
@@ -508,7 +508,7 @@ pub(crate) fn timings(dev: &Device, rng: &mut Rng, rep: &mut CheckReport) -> Res
     ] {
         let mut times = Vec::new();
         for _ in 0..6 {
-            let mut s = GreedyDev::new(dev, &rows, en.as_slice(), &inv, kind, &inputs)?;
+            let mut s = GreedyDev::new(dev, &rows, en.view(), &inv, kind, &inputs)?;
             s.sync()?;
             let t = Instant::now();
             for _ in 0..100 {

@@ -36,14 +36,14 @@ fn the_device_gp_store_is_bit_equal_to_the_cpu_store() {
         let inv = e.inv_norms().unwrap();
         let host = Resident::Host;
         let rows = Rows {
-            e: &e,
+            e: e.view(),
             inv: &inv,
             resident: &host,
         };
         let mut rng = Rng::new(seed + 10);
         let q: Vec<f32> = (0..37).map(|_| rng.normal() as f32).collect();
         let src = PoolKernel::new(rows, &q, k).unwrap();
-        let dev_rows = upload_rows(&d, &e, &inv).unwrap();
+        let dev_rows = upload_rows(&d, e.view(), &inv).unwrap();
         let n = e.rows();
         let mu0: Vec<f64> = (0..n).map(|p| (n - 1 - p) as f64 / (n - 1) as f64).collect();
         let cpu = Box::new(crate::backend::cpu::gp::CpuStore::new(&src, mu0.clone()));
@@ -219,7 +219,7 @@ fn duplicate_rows_have_identical_coverage_similarity() {
     e[250 * 129..251 * 129].copy_from_slice(&row);
     let e = Embeddings::new(300, 129, e, "dups").unwrap();
     let inv = e.inv_norms().unwrap();
-    let rows = upload_rows(&d, &e, &inv).unwrap();
+    let rows = upload_rows(&d, e.view(), &inv).unwrap();
     let lane = d.lane().unwrap();
     let mut g = lane.zeros::<f32>(300 * 300).unwrap();
     super::gram::dot_gram(&lane, rows.r(), &mut g).unwrap();
@@ -240,7 +240,7 @@ fn a_failed_step_poisons_the_picker_and_the_gp_store() {
     let d = dev();
     let e = random(77, 9, 8).normalized().unwrap();
     let inv = e.inv_norms().unwrap();
-    let rows = upload_rows(&d, &e, &inv).unwrap();
+    let rows = upload_rows(&d, e.view(), &inv).unwrap();
     let rel: Vec<f64> = (0..77).map(|i| (i as f64 / 77.0) - 0.3).collect();
     let inputs = PickerInputs {
         rel: Some(&rel),
@@ -251,7 +251,7 @@ fn a_failed_step_poisons_the_picker_and_the_gp_store() {
         PickerKind::Centroid,
         PickerKind::Dpp { eps: 1e-10 },
     ] {
-        let mut p = super::greedy::GreedyDev::new(&d, &rows, e.as_slice(), &inv, kind, &inputs).unwrap();
+        let mut p = super::greedy::GreedyDev::new(&d, &rows, e.view(), &inv, kind, &inputs).unwrap();
         let (x, _) = p.best(None).unwrap().unwrap();
         p.add(x, false).unwrap();
         // The step folding `x` in fails after its first launch (DPP and centroid launch two).
@@ -265,7 +265,7 @@ fn a_failed_step_poisons_the_picker_and_the_gp_store() {
     let host = Resident::Host;
     let src = PoolKernel::new(
         Rows {
-            e: &e,
+            e: e.view(),
             inv: &inv,
             resident: &host,
         },
@@ -343,7 +343,7 @@ fn race_check_every_kernel_on_os_threads() {
     // Greedy steps of every kind, with a token budget.
     let u = e.normalized().unwrap();
     let uinv = u.inv_norms().unwrap();
-    let rows = upload_rows(&d, &u, &uinv).unwrap();
+    let rows = upload_rows(&d, u.view(), &uinv).unwrap();
     let rel: Vec<f64> = (0..67).map(|i| ((i * 7) % 13) as f64 / 13.0 - 0.2).collect();
     let costs: Vec<f64> = (0..67).map(|i| 1.0 + (i % 5) as f64).collect();
     let inputs = PickerInputs {
@@ -358,7 +358,7 @@ fn race_check_every_kernel_on_os_threads() {
         PickerKind::Centroid,
         PickerKind::Coverage,
     ] {
-        let mut p = GreedyDev::new(&d, &rows, u.as_slice(), &uinv, kind, &inputs).unwrap();
+        let mut p = GreedyDev::new(&d, &rows, u.view(), &uinv, kind, &inputs).unwrap();
         p.add(3, true).unwrap();
         for _ in 0..3 {
             if let Some((x, _)) = p.best(Some(30.0)).unwrap() {
@@ -381,7 +381,7 @@ fn race_check_every_kernel_on_os_threads() {
     let host = Resident::Host;
     let src = PoolKernel::new(
         Rows {
-            e: &u,
+            e: u.view(),
             inv: &uinv,
             resident: &host,
         },

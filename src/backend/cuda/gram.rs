@@ -4,7 +4,7 @@
 
 use super::raw::{self, Buf, GemmType, Lane};
 use super::{checked_len, matrix, per_half_warp, per_row, to_i32, to_i64, Device, TPB};
-use crate::embeddings::Embeddings;
+use crate::embeddings::{Embeddings, Matrix};
 use crate::error::{Error, Result};
 use crate::similarity::Kernel;
 
@@ -164,9 +164,9 @@ impl DevRows {
     }
 }
 
-/// Uploads unit rows `unit` with their exact inverse norms `inv` to `dev`, and waits, so
-/// every lane may read them.
-pub(crate) fn upload_rows(dev: &Device, unit: &Embeddings, inv: &[f64]) -> Result<DevRows> {
+/// Uploads a pool's rows `unit` with their exact inverse norms `inv` to `dev`, and waits,
+/// so every lane may read them.
+pub(crate) fn upload_rows(dev: &Device, unit: Matrix<'_>, inv: &[f64]) -> Result<DevRows> {
     checked_len("inverse norms", inv.len(), unit.rows())?;
     let lane = dev.lane()?;
     let inv32: Vec<f32> = inv.iter().map(|&v| v as f32).collect();
@@ -197,11 +197,11 @@ impl HalfRows {
     }
 }
 
-/// Uploads unit rows rounded to `storage` (f16 or bf16); their norms are computed on the
-/// device from the half values the products use.
+/// Uploads a pool's rows (unit, or within 2^-8 of it) rounded to `storage` (f16 or bf16);
+/// their norms are computed on the device from the half values the products use.
 pub(crate) fn upload_half_rows(
     dev: &Device,
-    unit: &Embeddings,
+    unit: Matrix<'_>,
     storage: crate::backend::Storage,
 ) -> Result<HalfRows> {
     use crate::backend::Storage;

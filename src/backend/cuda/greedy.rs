@@ -4,11 +4,12 @@
 //! of the new gains in one or two launches, with one 16-byte read back
 //! ([`GreedyDev`], a [`Picker`]).
 
-use super::gram::{dot_gram, DevRows};
+use super::gram::{dot_gram, DevPool, DevRows};
 use super::raw::{self, Buf, Lane, NullPtr};
 use super::{checked_len, matrix, per_elem, per_half_warp, to_i32, to_i64, Device, Poison};
 use crate::backend::cpu::orthonormal_extension;
 use crate::backend::picker::{Picker, PickerInputs, PickerKind, Rows};
+use crate::embeddings::Matrix;
 use crate::error::{Error, Result};
 
 /// The one-launch grid argmax's buffers (kernels/common.cuh `ctx_grid_argmax`): one
@@ -99,27 +100,24 @@ pub(crate) fn greedy_picker<'a>(
     inputs: &PickerInputs<'_>,
 ) -> Result<Box<dyn Picker + 'a>> {
     Ok(Box::new(GreedyDev::new(
-        dev,
-        dev_rows,
-        rows.e.as_slice(),
-        rows.inv,
-        kind,
-        inputs,
+        dev, dev_rows, rows.e, rows.inv, kind, inputs,
     )?))
 }
 
 impl<'a> GreedyDev<'a> {
-    /// State for `kind` over the resident unit rows `rows` (host copy `host`, inverse norms
+    /// State for `kind` over the resident pool `rows` (host copy `host`, inverse norms
     /// `inv_host`), with the request's relevance and costs.
     pub(crate) fn new(
         dev: &Device,
         rows: &'a DevRows,
-        host: &'a [f32],
+        host: Matrix<'a>,
         inv_host: &'a [f64],
         kind: PickerKind,
         inputs: &PickerInputs<'_>,
     ) -> Result<Self> {
         let (n, d) = (rows.n, rows.d);
+        let unit = host.is_unit();
+        let host = host.as_slice();
         if dev.ordinal() != rows.ordinal {
             return Err(Error::invalid(
                 "pool",
@@ -186,9 +184,16 @@ impl<'a> GreedyDev<'a> {
             },
             PickerKind::Coverage => {
                 // The unit rows' dot products as computed (the CPU's
-                // cosine_gram_computed_diag), then max(0, w_i s_ij).
+                // cosine_gram_computed_diag), then max(0, w_i s_ij). Rows kept as given
+                // are unit-normalised into a copy for it, as the CPU's coverage does.
                 let mut sim = lane.zeros::<f32>(n * n)?;
-                dot_gram(&lane, rows.r(), &mut sim)?;
+                if unit {
+                    dot_gram(&lane, rows.r(), &mut sim)?;
+                } else {
+                    let u = crate::Embeddings::unit_rows(host, n, d, "pool", None)?;
+                    let pool = DevPool::upload(&lane, &u.e)?;
+                    dot_gram(&lane, pool.r(), &mut sim)?;
+                }
                 let w: Vec<f32> = weights().iter().map(|&v| v as f32).collect();
                 let w = lane.upload(&w)?;
                 raw::weight_rows_pos_f32(&lane, matrix(n, n), sim.vm(), to_i64(n), w.v())?;

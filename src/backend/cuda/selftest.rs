@@ -79,7 +79,7 @@ pub fn self_test(dev: &Device) -> Result<()> {
     // Greedy MMR on a resident pool against the definition.
     let u = e.normalized()?;
     let inv = u.inv_norms()?;
-    let rows = upload_rows(dev, &u, &inv)?;
+    let rows = upload_rows(dev, u.view(), &inv)?;
     let rel: Vec<f64> = (0..n)
         .map(|i| cpu::dot(u.row(i), u.row(0)) * inv[i] * inv[0])
         .collect();
@@ -90,7 +90,7 @@ pub fn self_test(dev: &Device) -> Result<()> {
     let mut p = GreedyDev::new(
         dev,
         &rows,
-        u.as_slice(),
+        u.view(),
         &inv,
         PickerKind::Mmr { lambda: 0.5 },
         &inputs,
