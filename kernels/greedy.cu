@@ -1,7 +1,7 @@
 // Per-step updates of the greedy selectors (SPEC §1) over device-resident state, each
 // fused with the masked argmax of the new gains: one launch per greedy step (two for DPP,
-// centroid drift and coverage), one 16-byte result read back. Pool rows are
-// unit-normalised f32, row-major; `inv` holds the exact inverse norms of those unit rows
+// centroid drift and coverage), one 16-byte result read back. Pool rows are f32,
+// row-major, unit length or within 2^-8 of it; `inv` holds their exact inverse norms
 // (the CPU path's `Dense::inv`, f64). Products and sums are f64, in the CPU's order (one
 // half-warp per row with common.cuh's ctx_dot16): gains equal the CPU's bit for bit.
 //

@@ -57,9 +57,10 @@ impl Embeddings {
         })
     }
 
-    /// Wraps rows that a [`crate::Pool`] normalised already (a pool's
-    /// [`embeddings`](crate::Pool::embeddings), written out and read back: a pickled
-    /// pool), kept as they are, so a pool made of them selects exactly as the original.
+    /// Wraps rows that a [`crate::Pool`] unit-normalised (a pool's
+    /// [`embeddings`](crate::Pool::embeddings) when they are [`is_unit`](Self::is_unit),
+    /// written out and read back: a pickled pool), kept as they are and marked unit, so a
+    /// pool made of them selects exactly as the original.
     /// [`Embeddings::new`]'s checks, and every row's norm within 1e-5 of 1 (a row that is
     /// not is an error naming it: rows from anywhere else go through
     /// [`normalize`](Self::normalize)).
@@ -382,9 +383,10 @@ impl<'a> Matrix<'a> {
 /// given save the unit copy (a one-shot selection borrows the caller's array). Rows
 /// outside it (unnormalised models, hand-made vectors) are unit-normalised into a copy
 /// ([`Embeddings::unit_rows`]): dividing in `f64` and rounding once to `f32` makes rows
-/// equal up to scale bit-identical, so they tie exactly. Rows near unit length are not
-/// exact multiples of one another in practice (every value times a ratio near 1 would have
-/// to be an `f32` again), so kept rows lose no such tie.
+/// equal up to scale bit-identical, so they tie exactly. Kept rows that are exact
+/// multiples of one another (possible for sparse or low-precision rows, such as `e1` and
+/// `0.99609375 e1`) have cosines that may differ in the last bit instead; dense model
+/// embeddings are not exact multiples of one another in practice.
 const KEPT_NORMS: std::ops::RangeInclusive<f64> = 0.99609375..=1.00390625;
 
 /// What [`Embeddings::kept_inv_norms`] found.

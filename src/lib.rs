@@ -7,7 +7,7 @@
 //!   kernels, cuBLAS and a pool of streams) is opened once and shared; the greedy driver
 //!   reaches a backend only through [`backend::picker::Picker`], the GP only through
 //!   [`backend::gp::GpStore`]; every `unsafe` of the crate is in `backend/cuda/raw/`.
-//! - [`pool`]: a [`Pool`], unit rows made resident on an engine once and reused; [`qk`]:
+//! - [`pool`]: a [`Pool`], rows checked, copied and made resident on an engine once and reused; [`qk`]:
 //!   the attention probe's query and key rows, the other input a backend reads.
 //! - [`embed`] (feature `embed`): BERT-family sentence encoders on candle, read from a
 //!   sentence-transformers directory, so every command can take text.

@@ -118,23 +118,25 @@ class Pool:
         return self._pool.unit_rows()
 
     def __reduce__(self):
-        # The rows as kept: a pool made of them keeps them as they are, so the unpickled
-        # pool selects exactly as this one, bit for bit.
-        return (_pool_of_rows, (self.rows(), self.engine, self.storage))
+        # The rows as kept, and whether they are the pool's unit copy: the unpickled pool
+        # keeps them as they are, marked as they were, so it selects exactly as this one,
+        # bit for bit.
+        return (_pool_of_rows, (self.rows(), self.engine, self.storage, self._pool._unit))
 
     def __repr__(self) -> str:
         return repr(self._pool)
 
 
-def _pool_of_rows(rows: np.ndarray, engine: Engine, storage: str) -> Pool:
+def _pool_of_rows(rows: np.ndarray, engine: Engine, storage: str, unit: bool) -> Pool:
     p = Pool.__new__(Pool)
     p.engine = engine
-    p._pool = _native.Pool(engine, rows, storage)
+    p._pool = (_native.Pool._from_unit_rows if unit else _native.Pool)(engine, rows, storage)
     return p
 
 
-# Pools pickled by earlier versions carry their unit rows, which a pool keeps as given.
-_pool_of_unit_rows = _pool_of_rows
+def _pool_of_unit_rows(rows: np.ndarray, engine: Engine, storage: str) -> Pool:
+    # Pools pickled by earlier versions: their unit rows.
+    return _pool_of_rows(rows, engine, storage, True)
 
 
 def _pool(x: Any, engine: Engine) -> Optional[Pool]:

@@ -129,6 +129,32 @@ impl Pool {
         Ok(Pool { inner })
     }
 
+    /// A pool of rows another pool unit-normalised (its `rows()` when `_unit` is true: how
+    /// such a pickled pool comes back), kept as they are and marked unit, so it selects
+    /// exactly as the original.
+    #[staticmethod]
+    #[pyo3(signature = (engine, rows, storage = "f32"))]
+    fn _from_unit_rows(
+        py: Python<'_>,
+        engine: &Engine,
+        rows: &Bound<'_, PyAny>,
+        storage: &str,
+    ) -> PyResult<Self> {
+        let storage = parse_storage(py, storage)?;
+        let engine = &engine.inner;
+        let inner = arrays::with_rows(py, rows, "rows", |data, n, dim| {
+            let e = ctxprune::Embeddings::from_unit_rows(n, dim, data.to_vec(), "rows")?;
+            ctxprune::Pool::with_storage(engine, e, storage)
+        })?;
+        Ok(Pool { inner })
+    }
+
+    /// Whether the pool unit-normalised its rows (a copy), rather than keeping them as given.
+    #[getter]
+    fn _unit(&self) -> bool {
+        self.inner.embeddings().is_unit()
+    }
+
     /// A copy of the rows as the pool keeps them (`N x d` float32): as given when every
     /// row's norm was within 2^-8 of 1, else unit-normalised. A pool made of them selects
     /// exactly as this one (how a pickled pool comes back).

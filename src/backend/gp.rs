@@ -73,7 +73,7 @@ impl RowReader for HostRowReader<'_> {
 /// The precision of the pool copy kernel rows are read from: the pool's own f32 rows (the
 /// default and the paper's computation), or a half-precision copy made once per run (half
 /// the bytes per kernel-row pass, which is bound by memory bandwidth). The copy's rows are
-/// the pool's unit rows rounded to nearest; cosines are taken between the rounded rows
+/// the pool's rows (unit, or within 2^-8 of it) rounded to nearest; cosines are taken between the rounded rows
 /// (with their own norms), so the kernel stays the exact kernel of one set of vectors. The
 /// arithmetic (the dot products in f64, the GP) is the same in every precision.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -126,7 +126,7 @@ impl std::str::FromStr for RowPrecision {
     }
 }
 
-/// The half-precision copy of a pool: rounded unit rows and their own inverse norms.
+/// The half-precision copy of a pool: its rounded rows and their own inverse norms.
 enum Half {
     Bf16(Vec<half::bf16>),
     F16(Vec<half::f16>),

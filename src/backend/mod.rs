@@ -387,7 +387,7 @@ impl Engine {
         }
     }
 
-    /// Makes unit rows (with their exact inverse norms) resident where this engine
+    /// Makes a pool's rows (with their exact inverse norms) resident where this engine
     /// computes: nothing to do on the CPU, an upload on a GPU.
     pub(crate) fn resident(&self, unit: Matrix<'_>, inv: &[f64]) -> Result<Resident> {
         self.resident_as(unit, inv, Storage::F32)

@@ -1,15 +1,16 @@
-//! [`Dense`]: the pool's unit rows, their exact norms and relevance, the cosines every
+//! [`Dense`]: the pool's rows, their exact norms and relevance, the cosines every
 //! embedding scorer and coverage read.
 
 use crate::backend::cpu;
 use crate::backend::picker::Rows;
 use crate::embeddings::Matrix;
 
-/// Cosines over a pool of unit-normalised rows (SPEC: "computed on unit-normalized
-/// embeddings"), every inner product accumulated in `f64` and divided by the unit rows'
-/// exact `f64` norms: `cos(i, j) = <e~_i, e~_j> / (‖e~_i‖ ‖e~_j‖)`. Normalising first makes
-/// rows that differ only in scale bit-identical, so their scores tie exactly and the lower
-/// index wins; dividing by the exact norms keeps residuals of in-span vectors at ~1e-16.
+/// Cosines over a pool's rows (SPEC: "computed on unit-normalized embeddings"): rows that
+/// are unit already (within 2^-8) as given, others unit-normalised, every inner product
+/// accumulated in `f64` and divided by the rows' exact `f64` norms:
+/// `cos(i, j) = <e~_i, e~_j> / (‖e~_i‖ ‖e~_j‖)`. Normalising makes rows that differ only in
+/// scale bit-identical, so their scores tie exactly and the lower index wins; dividing by
+/// the exact norms keeps residuals of in-span vectors at ~1e-16.
 pub(crate) struct Dense<'a> {
     pub e: Matrix<'a>,
     pub inv: &'a [f64],
@@ -50,7 +51,7 @@ fn screen(d: usize) -> f64 {
 }
 
 impl<'a> Dense<'a> {
-    /// The pool's unit rows with the relevance of every row to `query`.
+    /// The pool's rows with the relevance of every row to `query`.
     pub fn new(rows: &Rows<'a>, query: Option<&[f32]>) -> crate::Result<Self> {
         let e = rows.e;
         let inv = rows.inv;
@@ -75,7 +76,7 @@ impl<'a> Dense<'a> {
         })
     }
 
-    /// The pool's unit rows with relevance to `query` left lazy: one pass of `f32`
+    /// The pool's rows with relevance to `query` left lazy: one pass of `f32`
     /// products gives an upper bound on every row's relevance
     /// ([`rel_upper`](Self::rel_upper)), and [`rel_at`](Self::rel_at) computes a row's
     /// exact relevance, the bits [`Dense::new`] would have stored, when a scorer needs it.
@@ -138,7 +139,7 @@ impl<'a> Dense<'a> {
         }
     }
 
-    /// The pool's unit rows with relevance already computed (by
+    /// The pool's (unit) rows with relevance already computed (by
     /// [`crate::Embeddings::unit_rows`], in the pass that made the rows): the same
     /// numbers [`Dense::new`] computes.
     pub fn with_rel(rows: &Rows<'a>, rel: Vec<f64>) -> Self {

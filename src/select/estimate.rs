@@ -52,9 +52,10 @@ impl SelectConfig {
         let coverage = || {
             if n <= self.coverage_dense_max {
                 Estimate {
-                    // The Gram, then per pick an O(n) refresh of every candidate.
+                    // The Gram, then per pick an O(n) refresh of every candidate; the unit
+                    // copy of rows kept as given that the Gram is built from.
                     ops: 2.0 * nf * nf * df + nf * nf * (picks + 1.0),
-                    bytes: 4.0 * nf * nf,
+                    bytes: 4.0 * nf * nf + 4.0 * nf * df,
                 }
             } else {
                 let r = self.coverage_knn.clamp(1, n) as f64;
@@ -63,8 +64,9 @@ impl SelectConfig {
                     // Every row's similarities (a GEMM), the top-r selection of each row,
                     // then per pick an O(r) refresh of every candidate.
                     ops: nf * nf * (2.0 * df + SELECT_OPS) + nf * r * (picks + 1.0),
-                    // The sparse rows, and a block of 64 rows plus an order per thread.
-                    bytes: 8.0 * nf * r + threads * (64.0 * 4.0 * nf + 4.0 * nf),
+                    // The sparse rows, a block of 64 rows plus an order per thread, and
+                    // the unit copy of rows kept as given.
+                    bytes: 8.0 * nf * r + threads * (64.0 * 4.0 * nf + 4.0 * nf) + 4.0 * nf * df,
                 }
             }
         };
@@ -152,7 +154,8 @@ mod tests {
         );
         let cov = SelectConfig::new(Method::Coverage).k(10);
         let small = cov.estimate(4000, 8, &none);
-        assert_eq!(small.bytes as usize, 4 * 4000 * 4000 + 48 * 4000);
+        // The Gram, the unit copy of the rows it is built from, the per-candidate state.
+        assert_eq!(small.bytes as usize, 4 * 4000 * 4000 + 4 * 4000 * 8 + 48 * 4000);
         let big = cov.estimate(200_000, 2, &none);
         assert!(big.ops > 1e12, "{big:?}");
         // The sparse similarity keeps 64 neighbours a row, not n.

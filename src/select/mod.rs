@@ -61,7 +61,7 @@ use crate::backend::Engine;
 use crate::error::Result;
 
 /// Runs `cfg` on `inp` on the CPU: a thin wrapper over [`Selector`] (the config is checked
-/// on every call and the rows normalised per call; a service keeps a [`Selector`] and a
+/// on every call and the rows' norms taken per call; a service keeps a [`Selector`] and a
 /// [`Pool`](crate::Pool) instead).
 pub fn select(cfg: &SelectConfig, inp: &Inputs<'_>) -> Result<Selection> {
     Selector::new(&Engine::cpu(), cfg.clone())?.select_inputs(inp)

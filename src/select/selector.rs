@@ -225,8 +225,9 @@ impl Selector {
         }
     }
 
-    /// Selects from borrowed inputs (the rows are normalised into a copy unless already
-    /// unit, and uploaded per call on a device engine): what [`select`](super::select()) runs.
+    /// Selects from borrowed inputs (the rows read where they are when unit, or within 2^-8
+    /// of it, else normalised into a copy, as [`Selector::select_rows`]; uploaded per call
+    /// on a device engine): what [`select`](super::select()) runs.
     pub fn select_inputs(&self, inp: &Inputs<'_>) -> Result<Selection> {
         let m = self.cfg.method;
         let n = match (m, inp.embeddings, inp.texts) {

@@ -127,7 +127,7 @@ impl DevPool {
     }
 }
 
-/// A pool resident on a device: its unit rows (f32), their inverse norms in f32 (the
+/// A pool resident on a device: its rows (f32), their inverse norms in f32 (the
 /// Gram's epilogue) and f64 (the selectors' cosines, as on the CPU).
 pub struct DevRows {
     pub(crate) x: Buf<f32>,
