@@ -123,28 +123,47 @@ fn auto_never_panics_and_explicit_cuda_errors_without_a_device() {
 /// set, against the slow definitions on every available backend (odd sizes, duplicates).
 #[test]
 fn greedy_selectors_agree_with_their_definitions_on_every_backend() {
-    use crate::slow::StopRule;
-    use ctxprune::select::{presets, Method};
     let (e0, q, costs) = crate::problem(57, 11, 23);
     // Two exact duplicates: ties go to the lower index on every backend.
     let mut data = e0.as_slice().to_vec();
     let row3 = data[3 * 11..4 * 11].to_vec();
     data[50 * 11..51 * 11].copy_from_slice(&row3);
-    let e = ctxprune::Embeddings::new(57, 11, data, "dups").unwrap();
+    // The rows as drawn (a pool unit-normalises a copy) and unit already, as a model
+    // returns them (a pool keeps them as given; coverage builds a unit copy, on the device
+    // too).
+    let unit: Vec<f32> = data
+        .chunks_exact(11)
+        .flat_map(|r| {
+            let n = r.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt() as f32;
+            r.iter().map(move |&v| v / n)
+        })
+        .collect();
+    for data in [data, unit] {
+        greedy_selectors_agree_on(
+            ctxprune::Embeddings::new(57, 11, data, "dups").unwrap(),
+            &q,
+            &costs,
+        );
+    }
+}
+
+fn greedy_selectors_agree_on(e: ctxprune::Embeddings, q: &[f32], costs: &[f64]) {
+    use crate::slow::StopRule;
+    use ctxprune::select::{presets, Method};
     let p = crate::slow::Problem {
         e: &e,
-        q: Some(&q),
+        q: Some(q),
         costs: None,
     };
     let pc = crate::slow::Problem {
         e: &e,
-        q: Some(&q),
-        costs: Some(&costs),
+        q: Some(q),
+        costs: Some(costs),
     };
     // Retained: three relevant items (DPP weights are max(cos, 0); a weightless retained
     // item would leave det(L_C) = 0, which the scorer skips and the slow ratio cannot).
     let mut by_rel: Vec<usize> = (0..57).filter(|&i| i != 50).collect();
-    by_rel.sort_by(|&a, &b| crate::slow::cos(e.row(b), &q).total_cmp(&crate::slow::cos(e.row(a), &q)));
+    by_rel.sort_by(|&a, &b| crate::slow::cos(e.row(b), q).total_cmp(&crate::slow::cos(e.row(a), q)));
     let kept = [by_rel[0], by_rel[4], by_rel[9]];
     type Value<'a> = Box<dyn Fn(usize, &[usize]) -> f64 + 'a>;
     let eps = presets::RESIDUAL_EPS;
@@ -187,15 +206,15 @@ fn greedy_selectors_agree_with_their_definitions_on_every_backend() {
                     .select(
                         &pool,
                         &Request {
-                            query: Some(&q),
-                            costs: Some(&costs),
+                            query: Some(q),
+                            costs: Some(costs),
                             retained,
                             ..Request::default()
                         },
                     )
                     .unwrap();
                 let (want, gains) =
-                    crate::slow::greedy(57, &*value, retained, k, budget, Some(&costs), None, rule);
+                    crate::slow::greedy(57, &*value, retained, k, budget, Some(costs), None, rule);
                 let what = format!("{} {label} on {}", m.name(), engine.name());
                 assert_eq!(got.selected, want, "{what}");
                 crate::assert_close(&what, &got.gains, &gains, gain_tol(m));
