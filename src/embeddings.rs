@@ -231,8 +231,7 @@ impl Embeddings {
         check_shape(data, rows, dim, source)?;
         // A query the selectors would refuse (wrong dimension, not finite, zero) gets no
         // relevance here: the selection names it, after the rows, as it always has.
-        let query = query.filter(|q| q.len() == dim && unit_vector(q, "query").is_ok());
-        let inv_q = query.map(|q| 1.0 / crate::backend::cpu::dot(q, q).sqrt());
+        let (query, inv_q) = accepted_query(query, dim);
         // Every value is overwritten below; only a buffer that grows is written first.
         if buf.len() >= data.len() {
             buf.truncate(data.len());
@@ -392,8 +391,9 @@ const KEPT_NORMS: std::ops::RangeInclusive<f64> = 0.99609375..=1.00390625;
 /// What [`Embeddings::kept_inv_norms`] found.
 pub(crate) enum Norms {
     /// Every row's norm is within [`KEPT_NORMS`]: the rows are kept as given, with these
-    /// `1 / ‖row‖` (`f64`, from [`crate::backend::cpu::dot`]).
-    Kept(Vec<f64>),
+    /// `1 / ‖row‖` (`f64`, from [`crate::backend::cpu::dot`]) and, when a query was
+    /// given, each row's relevance to it as the selectors compute it.
+    Kept { inv: Vec<f64>, rel: Option<Vec<f64>> },
     /// A row's norm is outside it: the rows need a unit copy.
     OutOfRange,
 }
@@ -405,19 +405,32 @@ impl Embeddings {
     /// of [`Embeddings::unit_rows`] (the first non-finite value, else the first zero row).
     /// At the first row outside the range the pass stops and says so: the unit copy the
     /// rows then need checks them as it makes them, so rows that are not unit (a raw
-    /// model's) cost a row or two here, not a read.
-    pub(crate) fn kept_inv_norms(data: &[f32], rows: usize, dim: usize, source: &str) -> Result<Norms> {
+    /// model's) cost a row or two here, not a read. With a `query` the selectors would
+    /// accept (its dimension, finite, non-zero; another gets no relevance here, and the
+    /// selection names it), each row's relevance `cos(row, query)` comes from the same
+    /// read, the bits [`crate::select`]'s relevance pass computes.
+    pub(crate) fn kept_inv_norms(
+        data: &[f32],
+        rows: usize,
+        dim: usize,
+        source: &str,
+        query: Option<&[f32]>,
+    ) -> Result<Norms> {
         use rayon::prelude::*;
         use std::sync::atomic::{AtomicBool, Ordering};
         check_shape(data, rows, dim, source)?;
+        let (query, inv_q) = accepted_query(query, dim);
         let mut inv = vec![0.0f64; rows];
+        // Zeroed pages, never touched without a query.
+        let mut rel = vec![0.0f64; rows];
         let far = AtomicBool::new(false);
         const TASK: usize = 256;
         // Per task: the first non-finite value's position and the first zero row.
         let (bad, zero) = inv
             .par_chunks_mut(TASK)
+            .zip(rel.par_chunks_mut(TASK))
             .enumerate()
-            .map(|(t, iv)| {
+            .map(|(t, (iv, rv))| {
                 let mut zero = None;
                 for (r, i) in iv.iter_mut().enumerate() {
                     if far.load(Ordering::Relaxed) {
@@ -439,6 +452,10 @@ impl Embeddings {
                         break;
                     }
                     *i = 1.0 / n;
+                    // The row is in cache from its norm: this product costs no second read.
+                    if let (Some(q), Some(iq)) = (query, inv_q) {
+                        rv[r] = crate::backend::cpu::dot(row, q) * (*i * iq);
+                    }
                 }
                 (None, zero)
             })
@@ -447,7 +464,10 @@ impl Embeddings {
             return Ok(Norms::OutOfRange);
         }
         bad_rows(data, dim, source, (bad, zero))?;
-        Ok(Norms::Kept(inv))
+        Ok(Norms::Kept {
+            inv,
+            rel: query.map(|_| rel),
+        })
     }
 
     /// The matrix as the selectors read it.
@@ -459,6 +479,13 @@ impl Embeddings {
             unit: self.unit,
         }
     }
+}
+
+/// A query the selectors accept (dimension `dim`, finite, non-zero) with its exact inverse
+/// norm; `(None, None)` for one they refuse (the selection names it, after the rows).
+fn accepted_query(query: Option<&[f32]>, dim: usize) -> (Option<&[f32]>, Option<f64>) {
+    let query = query.filter(|q| q.len() == dim && unit_vector(q, "query").is_ok());
+    (query, query.map(|q| 1.0 / crate::backend::cpu::dot(q, q).sqrt()))
 }
 
 /// `rows × dim` values from `data`, or why not (a zero dimension, a length that does not

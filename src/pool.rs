@@ -71,8 +71,8 @@ impl Pool {
             let inv = e.inv_norms()?;
             return Pool::resident(engine, e, inv, storage);
         }
-        match Embeddings::kept_inv_norms(e.as_slice(), e.rows(), e.dim(), e.source_name())? {
-            Norms::Kept(inv) => Pool::resident(engine, e, inv, storage),
+        match Embeddings::kept_inv_norms(e.as_slice(), e.rows(), e.dim(), e.source_name(), None)? {
+            Norms::Kept { inv, .. } => Pool::resident(engine, e, inv, storage),
             Norms::OutOfRange => {
                 let u = Embeddings::unit_rows(e.as_slice(), e.rows(), e.dim(), e.source_name(), None)?;
                 Pool::resident(engine, u.e, u.inv, storage)
@@ -97,8 +97,8 @@ impl Pool {
         if rows == 0 {
             return Err(Error::Empty(format!("pool {source}")));
         }
-        match Embeddings::kept_inv_norms(data, rows, dim, source)? {
-            Norms::Kept(inv) => {
+        match Embeddings::kept_inv_norms(data, rows, dim, source, None)? {
+            Norms::Kept { inv, .. } => {
                 let e = Embeddings::new(rows, dim, data.to_vec(), source)?;
                 Pool::resident(engine, e, inv, storage)
             }

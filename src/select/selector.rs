@@ -289,7 +289,14 @@ impl Selector {
         if rows == 0 {
             return Err(Error::Empty("candidate pool".into()));
         }
-        if let Norms::Kept(inv) = crate::Embeddings::kept_inv_norms(data, rows, dim, source)? {
+        let query = if self.cfg.method.reads_query() {
+            req.query
+        } else {
+            None
+        };
+        // Relevance from the read that takes the norms: the bits a pool's selection
+        // computes in its own pass.
+        if let Norms::Kept { inv, rel } = crate::Embeddings::kept_inv_norms(data, rows, dim, source, query)? {
             let e = Matrix::borrowed(data, rows, dim);
             let resident = self.engine.resident(e, &inv)?;
             let r = Rows {
@@ -297,13 +304,8 @@ impl Selector {
                 inv: &inv,
                 resident: &resident,
             };
-            return self.run(Some(&r), None, rows, req);
+            return self.run(Some(&r), rel, rows, req);
         }
-        let query = if self.cfg.method.reads_query() {
-            req.query
-        } else {
-            None
-        };
         let buf = SCRATCH.with(std::cell::Cell::take);
         let u = crate::Embeddings::unit_rows_in(buf, data, rows, dim, source, query)?;
         let resident = self.engine.resident(u.e.view(), &u.inv)?;
