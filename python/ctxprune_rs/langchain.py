@@ -35,7 +35,7 @@ from typing import Any, List, Optional
 
 import numpy as np
 
-from . import Engine, Pool, select
+from . import Engine, select
 from ._arrays import floats
 
 __all__ = [
@@ -77,10 +77,12 @@ def maximal_marginal_relevance(
         q = q[0]
     X = floats(rows, "embedding_list", 2)
     q = floats(q, "query_embedding", 1)
-    pool = Pool(X, engine=engine)
+    # The array is selected from twice where it is (unit rows, as embedding models return
+    # them, are read in place; others are normalised into a per-thread scratch copy), not
+    # copied into a Pool: a fresh copy of a large array costs more than the two reads.
     # The first pick: the most similar row, which ctxprune's MMR with lambda = 1 is.
-    first = int(select(pool, q, "mmr", k=1, lambda_=1.0).indices[0])
+    first = int(select(X, q, "mmr", k=1, lambda_=1.0, engine=engine).indices[0])
     if k == 1 or n == 1:
         return [first]
-    rest = select(pool, q, "mmr", k=min(k, n) - 1, lambda_=float(lambda_mult), retained=[first])
+    rest = select(X, q, "mmr", k=min(k, n) - 1, lambda_=float(lambda_mult), retained=[first], engine=engine)
     return [first] + rest.indices.tolist()
