@@ -254,16 +254,14 @@ impl Embeddings {
                 let rows = o.chunks_exact_mut(dim).zip(iv.iter_mut()).zip(rv.iter_mut());
                 for (r, ((orow, i), rl)) in rows.enumerate() {
                     let row = &data[(base + r) * dim..(base + r + 1) * dim];
-                    // The f64 sum of squares of f32 values is finite unless a value is not.
-                    let n = crate::backend::cpu::dot(row, row).sqrt();
-                    if !n.is_finite() {
-                        let c = row.iter().position(|v| !v.is_finite()).unwrap_or(0);
-                        return (Some((base + r) * dim + c), zero);
-                    }
-                    if n == 0.0 {
-                        zero = zero.or(Some(base + r));
-                        continue;
-                    }
+                    let n = match row_norm(row) {
+                        RowNorm::Norm(n) => n,
+                        RowNorm::NonFinite(c) => return (Some((base + r) * dim + c), zero),
+                        RowNorm::Zero => {
+                            zero = zero.or(Some(base + r));
+                            continue;
+                        }
+                    };
                     let (uu, uq) = crate::backend::cpu::unit_row(row, n, orow, query);
                     *i = 1.0 / uu.sqrt();
                     if let Some(iq) = inv_q {
@@ -358,6 +356,16 @@ impl<'a> Matrix<'a> {
         self.data
     }
 
+    /// The rows unit-normalised into a copy ([`Embeddings::unit_rows`]), or `None` when
+    /// they are unit already: what coverage builds its similarity from, on every backend,
+    /// so rows equal up to scale tie exactly there.
+    pub(crate) fn unit_copy(&self) -> Result<Option<UnitRows>> {
+        if self.unit {
+            return Ok(None);
+        }
+        Embeddings::unit_rows(self.data, self.rows, self.dim, "pool", None).map(Some)
+    }
+
     /// Whether every row was normalised to unit length ([`Embeddings::is_unit`]).
     pub(crate) fn is_unit(&self) -> bool {
         self.unit
@@ -438,15 +446,14 @@ impl Embeddings {
                     }
                     let at = t * TASK + r;
                     let row = &data[at * dim..(at + 1) * dim];
-                    let n = crate::backend::cpu::dot(row, row).sqrt();
-                    if !n.is_finite() {
-                        let c = row.iter().position(|v| !v.is_finite()).unwrap_or(0);
-                        return (Some(at * dim + c), zero);
-                    }
-                    if n == 0.0 {
-                        zero = zero.or(Some(at));
-                        continue;
-                    }
+                    let n = match row_norm(row) {
+                        RowNorm::Norm(n) => n,
+                        RowNorm::NonFinite(c) => return (Some(at * dim + c), zero),
+                        RowNorm::Zero => {
+                            zero = zero.or(Some(at));
+                            continue;
+                        }
+                    };
                     if !KEPT_NORMS.contains(&n) {
                         far.store(true, Ordering::Relaxed);
                         break;
@@ -501,6 +508,28 @@ fn check_shape(data: &[f32], rows: usize, dim: usize, source: &str) -> Result<()
         ));
     }
     Ok(())
+}
+
+/// A row's norm as a pass over unchecked rows finds it.
+enum RowNorm {
+    /// The f64 norm ([`crate::backend::cpu::dot`]'s sum of squares), finite and > 0.
+    Norm(f64),
+    /// The column of the row's first non-finite value.
+    NonFinite(usize),
+    /// Every value is 0.
+    Zero,
+}
+
+fn row_norm(row: &[f32]) -> RowNorm {
+    // The f64 sum of squares of f32 values is finite unless a value is not.
+    let n = crate::backend::cpu::dot(row, row).sqrt();
+    if !n.is_finite() {
+        RowNorm::NonFinite(row.iter().position(|v| !v.is_finite()).unwrap_or(0))
+    } else if n == 0.0 {
+        RowNorm::Zero
+    } else {
+        RowNorm::Norm(n)
+    }
 }
 
 /// The error of a pass that found, in row order, the first non-finite value (its position

@@ -354,7 +354,7 @@ impl<'a> PoolKernel<'a> {
             let mut buf = [0.0f32; ROW_BLOCK];
             let b = &mut buf[..o.len()];
             for (t, v) in b.iter_mut().enumerate() {
-                *v = cos_of(e, half, inv, d, base + t, y, yinv);
+                *v = cos_f64(e, half, inv, d, base + t, y, yinv) as f32;
             }
             k.apply_slice(b);
             o.iter_mut().zip(b.iter()).for_each(|(x, &v)| *x = f64::from(v));
@@ -399,12 +399,12 @@ impl<'a> PoolKernel<'a> {
             _ if a == b => 1.0,
             (Some(i), Some(j)) => {
                 let (y, yinv) = self.widened(j);
-                cos_of(e, self.half.as_ref(), inv, e.dim(), i, &y, yinv)
+                cos_f64(e, self.half.as_ref(), inv, e.dim(), i, &y, yinv) as f32
             }
             (Some(i), None) | (None, Some(i)) => {
                 let y: Vec<f64> = self.query.iter().map(|&v| f64::from(v)).collect();
                 let qinv = 1.0 / super::cpu::dot(&self.query, &self.query).sqrt();
-                cos_of(e, self.half.as_ref(), inv, e.dim(), i, &y, qinv)
+                cos_f64(e, self.half.as_ref(), inv, e.dim(), i, &y, qinv) as f32
             }
             (None, None) => 1.0,
         };
@@ -413,21 +413,8 @@ impl<'a> PoolKernel<'a> {
 }
 
 /// The cosine of pool row `r` with `y` (widened to f64, inverse norm `yinv`), as one entry
-/// of a kernel row computes it: the dot product in f64 (from the half-precision copy when
-/// there is one), scaled, rounded once to f32.
-fn cos_of(
-    e: Matrix<'_>,
-    half: Option<&HalfRows>,
-    inv: &[f64],
-    d: usize,
-    r: usize,
-    y: &[f64],
-    yinv: f64,
-) -> f32 {
-    cos_f64(e, half, inv, d, r, y, yinv) as f32
-}
-
-/// [`cos_of`] before its rounding to f32.
+/// of a kernel row computes it before its one rounding to f32: the dot product in f64
+/// (from the half-precision copy when there is one), scaled.
 fn cos_f64(
     e: Matrix<'_>,
     half: Option<&HalfRows>,

@@ -45,16 +45,7 @@ impl<'a> Coverage<'a> {
         // The similarity is a GEMM of unit rows: rows kept as given are unit-normalised
         // into a copy first (O(N d) against the GEMM's O(N² d)), so rows equal up to
         // scale get identical rows of `s` and tie exactly.
-        let copy = match d.e.is_unit() {
-            true => None,
-            false => Some(crate::Embeddings::unit_rows(
-                d.e.as_slice(),
-                d.e.rows(),
-                d.e.dim(),
-                "pool",
-                None,
-            )?),
-        };
+        let copy = d.e.unit_copy()?;
         let e = copy.as_ref().map_or(d.e, |u| u.e.view());
         let n = e.rows();
         let w = d.weights();

@@ -116,7 +116,7 @@ impl<'a> GreedyDev<'a> {
         inputs: &PickerInputs<'_>,
     ) -> Result<Self> {
         let (n, d) = (rows.n, rows.d);
-        let unit = host.is_unit();
+        let host_rows = host;
         let host = host.as_slice();
         if dev.ordinal() != rows.ordinal {
             return Err(Error::invalid(
@@ -187,12 +187,9 @@ impl<'a> GreedyDev<'a> {
                 // cosine_gram_computed_diag), then max(0, w_i s_ij). Rows kept as given
                 // are unit-normalised into a copy for it, as the CPU's coverage does.
                 let mut sim = lane.zeros::<f32>(n * n)?;
-                if unit {
-                    dot_gram(&lane, rows.r(), &mut sim)?;
-                } else {
-                    let u = crate::Embeddings::unit_rows(host, n, d, "pool", None)?;
-                    let pool = DevPool::upload(&lane, &u.e)?;
-                    dot_gram(&lane, pool.r(), &mut sim)?;
+                match host_rows.unit_copy()? {
+                    None => dot_gram(&lane, rows.r(), &mut sim)?,
+                    Some(u) => dot_gram(&lane, DevPool::upload(&lane, &u.e)?.r(), &mut sim)?,
                 }
                 let w: Vec<f32> = weights().iter().map(|&v| v as f32).collect();
                 let w = lane.upload(&w)?;
