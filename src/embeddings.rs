@@ -399,11 +399,28 @@ const KEPT_NORMS: std::ops::RangeInclusive<f64> = 0.99609375..=1.00390625;
 /// What [`Embeddings::kept_inv_norms`] found.
 pub(crate) enum Norms {
     /// Every row's norm is within [`KEPT_NORMS`]: the rows are kept as given, with these
-    /// `1 / ‖row‖` (`f64`, from [`crate::backend::cpu::dot`]) and, when a query was
-    /// given, each row's relevance to it as the selectors compute it.
-    Kept { inv: Vec<f64>, rel: Option<Vec<f64>> },
+    /// `1 / ‖row‖` ([`kept_inv_norm`]) and, when a per-row function was given, its value
+    /// for every row.
+    Kept {
+        inv: Vec<f64>,
+        per_row: Option<Vec<(f64, f64)>>,
+    },
     /// A row's norm is outside it: the rows need a unit copy.
     OutOfRange,
+}
+
+/// What a pass over the rows takes from each row while it is in cache, given the row and
+/// its inverse norm (the selectors' relevance: `select::dense::RelPass::row`).
+pub(crate) type PerRow<'f> = &'f (dyn Fn(&[f32], f64) -> (f64, f64) + Sync);
+
+/// `1 / ‖row‖` (`f64`, from [`crate::backend::cpu::dot`]) when the row's norm is within
+/// [`KEPT_NORMS`], the bits [`Embeddings::kept_inv_norms`] keeps; `None` otherwise (not
+/// finite, zero, or not near unit length).
+pub(crate) fn kept_inv_norm(row: &[f32]) -> Option<f64> {
+    match row_norm(row) {
+        RowNorm::Norm(n) if KEPT_NORMS.contains(&n) => Some(1.0 / n),
+        _ => None,
+    }
 }
 
 impl Embeddings {
@@ -413,32 +430,30 @@ impl Embeddings {
     /// of [`Embeddings::unit_rows`] (the first non-finite value, else the first zero row).
     /// At the first row outside the range the pass stops and says so: the unit copy the
     /// rows then need checks them as it makes them, so rows that are not unit (a raw
-    /// model's) cost a row or two here, not a read. With a `query` the selectors would
-    /// accept (its dimension, finite, non-zero; another gets no relevance here, and the
-    /// selection names it), each row's relevance `cos(row, query)` comes from the same
-    /// read, the bits [`crate::select`]'s relevance pass computes.
+    /// model's) cost a row or two here, not a read. `per_row`, when given, is evaluated on
+    /// every kept row with its inverse norm in the same read (the selectors take each
+    /// row's relevance so, with no second read).
     pub(crate) fn kept_inv_norms(
         data: &[f32],
         rows: usize,
         dim: usize,
         source: &str,
-        query: Option<&[f32]>,
+        per_row: Option<PerRow<'_>>,
     ) -> Result<Norms> {
         use rayon::prelude::*;
         use std::sync::atomic::{AtomicBool, Ordering};
         check_shape(data, rows, dim, source)?;
-        let (query, inv_q) = accepted_query(query, dim);
         let mut inv = vec![0.0f64; rows];
-        // Zeroed pages, never touched without a query.
-        let mut rel = vec![0.0f64; rows];
+        // Zeroed pages, never touched without a per-row function.
+        let mut vals = vec![(0.0f64, 0.0f64); rows];
         let far = AtomicBool::new(false);
         const TASK: usize = 256;
         // Per task: the first non-finite value's position and the first zero row.
         let (bad, zero) = inv
             .par_chunks_mut(TASK)
-            .zip(rel.par_chunks_mut(TASK))
+            .zip(vals.par_chunks_mut(TASK))
             .enumerate()
-            .map(|(t, (iv, rv))| {
+            .map(|(t, (iv, vv))| {
                 let mut zero = None;
                 for (r, i) in iv.iter_mut().enumerate() {
                     if far.load(Ordering::Relaxed) {
@@ -459,9 +474,9 @@ impl Embeddings {
                         break;
                     }
                     *i = 1.0 / n;
-                    // The row is in cache from its norm: this product costs no second read.
-                    if let (Some(q), Some(iq)) = (query, inv_q) {
-                        rv[r] = crate::backend::cpu::dot(row, q) * (*i * iq);
+                    // The row is in cache from its norm: this costs no second read.
+                    if let Some(f) = per_row {
+                        vv[r] = f(row, *i);
                     }
                 }
                 (None, zero)
@@ -473,7 +488,7 @@ impl Embeddings {
         bad_rows(data, dim, source, (bad, zero))?;
         Ok(Norms::Kept {
             inv,
-            rel: query.map(|_| rel),
+            per_row: per_row.map(|_| vals),
         })
     }
 

@@ -485,3 +485,84 @@ fn lazy_relevance_gives_the_eager_picks_on_ties() {
         }
     }
 }
+
+/// MMR on the CPU guesses row 0 as its first pick when a pool comes in a retriever's order
+/// (its first rows in decreasing relevance), and takes every row's bound on its cosine to
+/// row 0 in the read that bounds the row's relevance. On unit rows in decreasing
+/// relevance (the guess right), the same with the most relevant row moved down (the guess
+/// wrong), with row 0 copied to row 1 and to the last row (exact ties at the top), and
+/// with a retained row, a token budget and λ at 0 and 1, the picks, gains and stop over a
+/// `Pool`, a borrowed array (1 and 3 threads) and the inputs equal the eager picker's
+/// (which guesses nothing) bit for bit.
+#[test]
+fn a_guessed_first_pick_changes_no_pick() {
+    use ctxprune::select::{Method, SelectConfig};
+    let engine = Engine::cpu();
+    for (seed, n, d) in [(61u64, 613usize, 96usize), (62, 2311, 40), (63, 29, 7)] {
+        let (e, q, costs) = raw_problem(n, d, seed);
+        let unit = scaled(&e, "unit");
+        let rel = |r: &[f32]| {
+            let dot: f64 = r.iter().zip(&q).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+            dot / r.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt()
+        };
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| rel(unit.row(b)).total_cmp(&rel(unit.row(a))));
+        for how in ["sorted", "top moved down", "top copied"] {
+            let mut rows: Vec<&[f32]> = order.iter().map(|&i| unit.row(i)).collect();
+            match how {
+                "top moved down" => {
+                    let top = rows.remove(0);
+                    rows.insert(n / 2, top);
+                }
+                "top copied" => {
+                    rows[1] = rows[0];
+                    rows[n - 1] = rows[0];
+                }
+                _ => {}
+            }
+            let data: Vec<f32> = rows.concat();
+            let x = Embeddings::new(n, d, data.clone(), "m").unwrap();
+            let pool = Pool::new(&engine, x.clone()).unwrap();
+            assert_eq!(
+                pool.embeddings().as_slice(),
+                &data[..],
+                "{how}: rows kept as given"
+            );
+            for lam in [0.0, 0.5, 1.0] {
+                for (k, budget, retained) in [
+                    (1, None, &[][..]),
+                    (9, None, &[][..]),
+                    (40, Some(70.0), &[n / 3][..]),
+                ] {
+                    let mut cfg = SelectConfig::new(Method::Mmr).k(k.min(n)).lambda(lam);
+                    if let Some(b) = budget {
+                        cfg = cfg.token_budget(b);
+                    }
+                    let lazy = Selector::new(&engine, cfg.clone()).unwrap();
+                    let eager = Selector::new(&engine, cfg.eager_only(true)).unwrap();
+                    let req = Request {
+                        query: Some(&q),
+                        costs: Some(&costs),
+                        retained,
+                        ..Request::default()
+                    };
+                    let what = format!("{n}x{d} {how} λ {lam} k {k} budget {budget:?}");
+                    let want = eager.select(&pool, &req);
+                    same(&lazy.select(&pool, &req), &want, &format!("{what}: pool"));
+                    for threads in [1, 3] {
+                        let got = in_pool(threads, || lazy.select_rows(&data, n, d, "m", &req));
+                        same(&got, &want, &format!("{what}: array, {threads} threads"));
+                    }
+                    let inputs = ctxprune::select::Inputs {
+                        embeddings: Some(&x),
+                        query: Some(&q),
+                        costs: Some(&costs),
+                        retained,
+                        ..ctxprune::select::Inputs::default()
+                    };
+                    same(&lazy.select_inputs(&inputs), &want, &format!("{what}: inputs"));
+                }
+            }
+        }
+    }
+}

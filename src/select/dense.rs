@@ -22,6 +22,11 @@ pub(crate) struct Dense<'a> {
     /// What [`cos_lower`](Self::cos_lower) takes off the `f32` cosine: the product's
     /// error bound at this dimension, and `1e-12` for the `f64` roundings.
     screen: f64,
+    /// [`cos_lower`](Self::cos_lower)`(x, g)` for every row `x` and one row `g`, taken in
+    /// the pass that bounds the relevance ([`Dense::lazy`]): `g` is the first row, the
+    /// top of a retriever's ranking and so, for a pool in its retriever's order, MMR's
+    /// first pick, whose bound on every candidate then costs no second read of the pool.
+    guess: Option<(usize, Vec<f64>)>,
 }
 
 /// Relevance computed per row on demand, with `f32` upper bounds for every row.
@@ -29,6 +34,114 @@ struct Lazy<'a> {
     q: &'a [f32],
     inv_q: f64,
     upper: Vec<f64>,
+}
+
+/// How a pass over the rows takes each row's relevance from the read that takes the
+/// row's norm: exact (the bits [`Dense::new`] stores) or, for MMR's lazy heap on the CPU,
+/// the bounds [`Dense::lazy`] takes.
+pub(crate) enum RelPass<'a> {
+    Exact { q: &'a [f32], inv_q: f64 },
+    Lazy(LazyPass<'a>),
+}
+
+impl<'a> RelPass<'a> {
+    /// The pass for `query` (checked: finite, non-zero; its length is the rows'), lazy or
+    /// exact; a lazy pass guesses the row `guess` (with its inverse norm) as the first pick.
+    pub fn new(query: &'a [f32], lazy: bool, guess: Option<(&'a [f32], f64)>) -> crate::Result<Self> {
+        let inv_q = inv_query(query)?;
+        Ok(if lazy {
+            RelPass::Lazy(LazyPass {
+                q: query,
+                inv_q,
+                guess,
+                screen: screen(query.len()),
+            })
+        } else {
+            RelPass::Exact { q: query, inv_q }
+        })
+    }
+
+    /// A row's values (inverse norm `inv`): its exact relevance, or its bounds
+    /// ([`LazyPass::row`]); the second is NaN where there is none.
+    #[inline]
+    pub fn row(&self, row: &[f32], inv: f64) -> (f64, f64) {
+        match self {
+            RelPass::Exact { q, inv_q } => (relevance(cpu::dot(row, q), inv, *inv_q), f64::NAN),
+            RelPass::Lazy(l) => l.row(row, inv),
+        }
+    }
+
+    /// The rows with the relevance this pass took for each of them (`vals`, in row order).
+    pub fn into_dense(self, rows: &Rows<'a>, vals: Vec<(f64, f64)>) -> Dense<'a> {
+        match self {
+            RelPass::Exact { .. } => Dense::with_rel(rows, vals.into_iter().map(|v| v.0).collect()),
+            RelPass::Lazy(l) => {
+                let (upper, lower) = vals.into_iter().unzip();
+                Dense::from_pass(rows, &l, upper, lower)
+            }
+        }
+    }
+}
+
+/// Rows a pool must start with, in decreasing relevance, for [`first_pick_guess`] to take
+/// it for a retriever's ranking.
+const GUESS_PREFIX: usize = 8;
+
+/// Row 0 (with its inverse norm) as the guessed first pick of MMR when the pool looks like
+/// a retriever's ranking: its first [`GUESS_PREFIX`] rows come in decreasing relevance
+/// (`f32` products, a look at 8 rows; a shuffled pool does so by chance once in 40,320).
+/// The guess costs a second product in the pass that bounds the relevance, so it is made
+/// only where it is likely right; a wrong one changes nothing but that cost. `row(i)` is
+/// row `i` with its inverse norm (`None`: not kept, no guess).
+pub(crate) fn first_pick_guess<'a>(
+    n: usize,
+    q: &[f32],
+    row: impl Fn(usize) -> Option<(&'a [f32], f64)>,
+) -> Option<(&'a [f32], f64)> {
+    if n < GUESS_PREFIX {
+        return None;
+    }
+    let rel = |i: usize| row(i).map(|(r, inv)| f64::from(cpu::dot_f32(r, q)) * inv);
+    let mut prev = rel(0)?;
+    for i in 1..GUESS_PREFIX {
+        let r = rel(i)?;
+        if r.is_nan() || r > prev {
+            return None;
+        }
+        prev = r;
+    }
+    row(0)
+}
+
+/// The bounds [`Dense::lazy`] takes from one read of each row: an upper bound on the row's
+/// relevance and a lower bound on its cosine to the guessed first pick, both from `f32`
+/// products ([`cpu::dot_f32`]) and the screen ([`Dense::rel_upper`],
+/// [`Dense::cos_lower`]: the same bits).
+pub(crate) struct LazyPass<'a> {
+    q: &'a [f32],
+    inv_q: f64,
+    /// Row 0 (the guessed first pick) and its inverse norm.
+    guess: Option<(&'a [f32], f64)>,
+    screen: f64,
+}
+
+impl LazyPass<'_> {
+    /// `(rel_upper, cos_lower to the guess)` of a row with inverse norm `inv` (the second
+    /// is NaN without a guess).
+    #[inline]
+    pub fn row(&self, row: &[f32], inv: f64) -> (f64, f64) {
+        // One read of the row for both products (the bits of two `dot_f32` calls).
+        let (rq, lo) = match self.guess {
+            Some((g, inv_g)) => {
+                let (rq, rg) = cpu::dot_f32_pair(row, self.q, g);
+                (rq, f64::from(rg) * inv * inv_g - self.screen)
+            }
+            None => (cpu::dot_f32(row, self.q), f64::NAN),
+        };
+        let c = f64::from(rq) * inv * self.inv_q + self.screen;
+        // An overflowed `f32` product bounds nothing: the row is left at the top.
+        (if c.is_finite() { c } else { f64::INFINITY }, lo)
+    }
 }
 
 /// `1 / ‖q‖` of a query, checked (finite, non-zero) only: relevance divides by the
@@ -73,6 +186,7 @@ impl<'a> Dense<'a> {
             rel,
             lazy: None,
             screen: screen(e.dim()),
+            guess: None,
         })
     }
 
@@ -84,38 +198,34 @@ impl<'a> Dense<'a> {
     /// never reach the top of its heap never get an exact product.
     pub fn lazy(rows: &Rows<'a>, query: &'a [f32]) -> crate::Result<Self> {
         let (e, inv) = (rows.e, rows.inv);
-        let inv_q = inv_query(query)?;
-        let screen = screen(e.dim());
-        let bound = |x: usize| {
-            let c = f64::from(cpu::dot_f32(e.row(x), query)) * inv[x] * inv_q + screen;
-            // An overflowed `f32` product bounds nothing: the row is left at the top.
-            if c.is_finite() {
-                c
-            } else {
-                f64::INFINITY
-            }
-        };
-        let upper = if e.rows() < super::driver::SMALL_POOL {
-            (0..e.rows()).map(bound).collect()
+        let guess = first_pick_guess(e.rows(), query, |i| Some((e.row(i), inv[i])));
+        let pass = RelPass::new(query, true, guess)?;
+        let row = |x: usize| pass.row(e.row(x), inv[x]);
+        let vals: Vec<(f64, f64)> = if e.rows() < super::driver::SMALL_POOL {
+            (0..e.rows()).map(row).collect()
         } else {
             use rayon::prelude::*;
-            (0..e.rows())
-                .into_par_iter()
-                .with_min_len(256)
-                .map(bound)
-                .collect()
+            (0..e.rows()).into_par_iter().with_min_len(256).map(row).collect()
         };
-        Ok(Dense {
-            e,
-            inv,
+        Ok(pass.into_dense(rows, vals))
+    }
+
+    /// The pool's rows with relevance left lazy, from the bounds of `pass` over every row
+    /// (`upper`, and `lower` where it guessed a first pick, row 0), taken by
+    /// [`Dense::lazy`] or in the read that took the rows' norms.
+    pub fn from_pass(rows: &Rows<'a>, pass: &LazyPass<'a>, upper: Vec<f64>, lower: Vec<f64>) -> Self {
+        Dense {
+            e: rows.e,
+            inv: rows.inv,
             rel: None,
             lazy: Some(Lazy {
-                q: query,
-                inv_q,
+                q: pass.q,
+                inv_q: pass.inv_q,
                 upper,
             }),
-            screen,
-        })
+            screen: pass.screen,
+            guess: pass.guess.map(|_| (0, lower)),
+        }
     }
 
     /// `cos(x, q)`: stored, computed now when lazy (the same bits), 0 without a query.
@@ -149,6 +259,7 @@ impl<'a> Dense<'a> {
             rel: Some(rel),
             lazy: None,
             screen: screen(rows.e.dim()),
+            guess: None,
         }
     }
 
@@ -163,6 +274,11 @@ impl<'a> Dense<'a> {
     /// `1e-12` covers the `f64` roundings of the scaling and of [`cos`] itself.
     #[inline]
     pub fn cos_lower(&self, x: usize, y: usize) -> f64 {
+        if let Some((g, lower)) = &self.guess {
+            if y == *g {
+                return lower[x];
+            }
+        }
         let c = f64::from(cpu::dot_f32(self.e.row(x), self.e.row(y))) * self.inv[x] * self.inv[y];
         c - self.screen
     }
@@ -185,6 +301,61 @@ mod tests {
     /// Lazy relevance gives the stored relevance's bits for every row, and its `f32`
     /// bounds hold above them within twice the screen, on rows of odd sizes and
     /// scales (Gaussian; a shared direction; 1e-3 to 1e3 per row; a query of 1e4).
+    /// Row 0 is guessed as the first pick when the first 8 rows come in decreasing
+    /// relevance (ties included), not otherwise (one pair out of order, fewer than 8
+    /// rows); with the guess, `cos_lower(x, 0)` is the bits the screen computes without
+    /// it, below the exact cosine.
+    #[test]
+    fn the_first_pick_is_guessed_in_a_retrievers_order_only() {
+        let (n, d) = (301usize, 33usize);
+        let mut rng = crate::rng::Rng::new(5);
+        let q: Vec<f32> = (0..d).map(|_| rng.normal() as f32).collect();
+        let raw: Vec<Vec<f32>> = (0..n)
+            .map(|_| {
+                q.iter()
+                    .map(|&v| (f64::from(v) + 2.0 * rng.normal()) as f32)
+                    .collect()
+            })
+            .collect();
+        let cos_q = |r: &[f32]| {
+            let dot: f64 = r.iter().zip(&q).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+            dot / r.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt()
+        };
+        let mut sorted = raw.clone();
+        sorted.sort_by(|a, b| cos_q(b).total_cmp(&cos_q(a)));
+        let mut swapped = sorted.clone();
+        swapped.swap(5, 6);
+        let mut tied = sorted.clone();
+        tied[3] = tied[2].clone();
+        for (rows, m, guessed) in [
+            (&sorted, n, true),
+            (&tied, n, true),
+            (&swapped, n, false),
+            (&raw, n, false),
+            (&sorted, 7, false),
+        ] {
+            let e = crate::Embeddings::new(m, d, rows[..m].concat(), "t")
+                .unwrap()
+                .normalized()
+                .unwrap();
+            let inv = e.inv_norms().unwrap();
+            let host = Resident::Host;
+            let r = Rows {
+                e: e.view(),
+                inv: &inv,
+                resident: &host,
+            };
+            let lazy = Dense::lazy(&r, &q).unwrap();
+            assert_eq!(lazy.guess.is_some(), guessed, "{m} rows, guessed {guessed}");
+            let plain = Dense::new(&r, Some(&q)).unwrap();
+            for x in 0..m {
+                let lo = lazy.cos_lower(x, 0);
+                assert_eq!(lo.to_bits(), plain.cos_lower(x, 0).to_bits(), "row {x}");
+                assert!(lo <= plain.cos(x, 0), "row {x}");
+            }
+        }
+    }
+
     #[test]
     fn lazy_relevance_is_the_stored_bits_under_its_bounds() {
         for (seed, n, d) in [(1u64, 37usize, 5usize), (2, 301, 384), (3, 2111, 65)] {

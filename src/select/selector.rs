@@ -2,7 +2,7 @@
 //! one selection over a resident pool or borrowed rows (facts per method, the scorer's
 //! picker on the engine or the lazy CPU driver, gate or greedy).
 
-use super::dense::Dense;
+use super::dense::{first_pick_guess, Dense, RelPass};
 use super::driver::{self, Facts, LazyPicker, Limits, Scorer};
 use super::hybrid::Hybrid;
 use super::scorers::{Centroid, Dpp, Grn, Mmr};
@@ -203,7 +203,12 @@ impl Selector {
             .zip(reqs.par_iter())
             .map(|(rel, req)| {
                 pool.check_engine(&self.engine, "selector")?;
-                self.run(Some(&rows), rel, pool.len(), req)
+                self.run(
+                    Some(&rows),
+                    rel.map(|rel| Dense::with_rel(&rows, rel)),
+                    pool.len(),
+                    req,
+                )
             })
             .collect()
     }
@@ -294,9 +299,25 @@ impl Selector {
         } else {
             None
         };
-        // Relevance from the read that takes the norms: the bits a pool's selection
-        // computes in its own pass.
-        if let Norms::Kept { inv, rel } = crate::Embeddings::kept_inv_norms(data, rows, dim, source, query)? {
+        // Relevance from the read that takes the norms: the bits, or the bounds, a pool's
+        // selection takes in its own pass. A lazy pass guesses row 0 as the first pick, as
+        // over a pool ([`Dense::lazy`]). A query of another length gets none here; the
+        // selection names it.
+        let query = query.filter(|q| q.len() == dim);
+        let lazy = self.lazy_rel();
+        let guess = query.filter(|_| lazy).and_then(|q| {
+            first_pick_guess(rows, q, |i| {
+                // Before the shape is checked: a short array gives no guess.
+                let r = data.get(i.checked_mul(dim)?..(i + 1).checked_mul(dim)?)?;
+                crate::embeddings::kept_inv_norm(r).map(|inv| (r, inv))
+            })
+        });
+        let pass = query.and_then(|q| RelPass::new(q, lazy, guess).ok());
+        let per_row = pass
+            .as_ref()
+            .map(|p| move |row: &[f32], inv: f64| p.row(row, inv));
+        let f = per_row.as_ref().map(|f| f as crate::embeddings::PerRow<'_>);
+        if let Norms::Kept { inv, per_row } = crate::Embeddings::kept_inv_norms(data, rows, dim, source, f)? {
             let e = Matrix::borrowed(data, rows, dim);
             let resident = self.engine.resident(e, &inv)?;
             let r = Rows {
@@ -304,7 +325,8 @@ impl Selector {
                 inv: &inv,
                 resident: &resident,
             };
-            return self.run(Some(&r), rel, rows, req);
+            let dense = pass.zip(per_row).map(|(p, v)| p.into_dense(&r, v));
+            return self.run(Some(&r), dense, rows, req);
         }
         let buf = SCRATCH.with(std::cell::Cell::take);
         let u = crate::Embeddings::unit_rows_in(buf, data, rows, dim, source, query)?;
@@ -314,12 +336,22 @@ impl Selector {
             inv: &u.inv,
             resident: &resident,
         };
-        let out = self.run(Some(&r), u.rel, rows, req);
+        let out = self.run(Some(&r), u.rel.map(|rel| Dense::with_rel(&r, rel)), rows, req);
         let buf = u.e.into_vec();
         if buf.capacity() * 4 <= SCRATCH_MAX_BYTES {
             SCRATCH.with(|s| s.set(buf));
         }
         out
+    }
+
+    /// Whether this selection reads relevance through bounds: MMR's lazy heap on the CPU
+    /// computes it exactly only for the rows that reach its top (the eager reference, and
+    /// the devices, compute it all).
+    fn lazy_rel(&self) -> bool {
+        self.cfg.method == Method::Mmr
+            && self.cfg.mode == Mode::Greedy
+            && !self.cfg.eager_only
+            && self.engine.kind() == BackendKind::Cpu
     }
 
     /// The method's facts (SPEC §1), written once for every backend: its stopping floor
@@ -343,11 +375,12 @@ impl Selector {
         (Facts { floor }, kind)
     }
 
-    /// `rel`: the rows' relevance to `req.query` when the caller computed it already.
-    fn run(
+    /// `dense`: the rows with their relevance to `req.query`, when the caller took it
+    /// already (in the read that took the rows' norms, or for many queries at once).
+    fn run<'r>(
         &self,
-        rows: Option<&Rows<'_>>,
-        rel: Option<Vec<f64>>,
+        rows: Option<&Rows<'r>>,
+        dense: Option<Dense<'r>>,
         n: usize,
         req: &Request<'_>,
     ) -> Result<Selection> {
@@ -456,16 +489,10 @@ impl Selector {
             cancel: req.cancel,
         };
         let (facts, kind) = self.facts(n);
-        // MMR's lazy heap on the CPU reads relevance through bounds: exact only for the
-        // rows that reach its top (the eager reference computes it all, as before).
-        let lazy_rel = m == Method::Mmr
-            && mode == Mode::Greedy
-            && !self.cfg.eager_only
-            && self.engine.kind() == BackendKind::Cpu;
-        let dense = match rows {
-            Some(r) if m != Method::Lexical => Some(match (query, rel) {
-                (Some(_), Some(rel)) => Dense::with_rel(r, rel),
-                (Some(q), None) if lazy_rel => Dense::lazy(r, q)?,
+        let dense = match (dense, rows) {
+            (Some(d), _) => Some(d),
+            (None, Some(r)) if m != Method::Lexical => Some(match query {
+                Some(q) if self.lazy_rel() => Dense::lazy(r, q)?,
                 _ => Dense::new(r, query)?,
             }),
             _ => None,
