@@ -268,6 +268,13 @@ impl<'a> Dense<'a> {
         cpu::dot(self.e.row(x), self.e.row(y)) * self.inv[x] * self.inv[y]
     }
 
+    /// Whether [`cos_lower`](Self::cos_lower)`(x, y)` is stored for every `x` (`y` is the
+    /// guessed first pick).
+    #[inline]
+    pub fn guessed(&self, y: usize) -> bool {
+        self.guess.as_ref().is_some_and(|(g, _)| *g == y)
+    }
+
     /// A lower bound on [`cos`](Self::cos)`(x, y)`: the product in `f32`
     /// ([`cpu::dot_f32`]) less its error bound, a few times cheaper. The rows' norms are
     /// `1 / inv`, so the bound on the product over `‖x‖ ‖y‖` is the bound on the cosine;

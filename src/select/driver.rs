@@ -51,7 +51,7 @@ pub(crate) trait Scorer: Sync {
     /// Refreshes every `alive` candidate, writing its gain: one eager step's bulk work, on
     /// every core.
     fn refresh_all(&self, cands: &mut [Self::Cand], gains: &mut [f64], alive: &[bool]) {
-        for_alive(cands, gains, alive, |x, c| self.refresh(x, c));
+        for_alive(cands, gains, alive, true, |x, c| self.refresh(x, c));
     }
     /// Where the scorer has a bound cheaper than its refresh: writes an upper bound on
     /// every `alive` candidate's gain under the current picks, leaving `c` ready for
@@ -67,14 +67,16 @@ pub(crate) trait Scorer: Sync {
 }
 
 /// `gains[x] = f(x, &mut cands[x])` for every `alive` candidate, on every core for a large
-/// pool.
+/// pool where `f` reads rows (`reads_rows`; work that reads none, such as bounds already
+/// at hand, costs less than waking the other threads).
 pub(crate) fn for_alive<C: Send>(
     cands: &mut [C],
     gains: &mut [f64],
     alive: &[bool],
+    reads_rows: bool,
     f: impl Fn(usize, &mut C) -> f64 + Sync,
 ) {
-    if cands.len() < SMALL_POOL {
+    if !reads_rows || cands.len() < SMALL_POOL {
         for (x, (c, g)) in cands.iter_mut().zip(gains.iter_mut()).enumerate() {
             if alive[x] {
                 *g = f(x, c);

@@ -27,6 +27,10 @@ pub(crate) trait Similarity: Sync {
     fn screens(&self) -> bool {
         false
     }
+    /// Whether `sim_lower(x, y)` is at hand for every `x` (stored, no product to take).
+    fn lower_at_hand(&self, _y: usize) -> bool {
+        false
+    }
 }
 
 impl<T: Similarity> Similarity for &T {
@@ -45,6 +49,9 @@ impl<T: Similarity> Similarity for &T {
     fn screens(&self) -> bool {
         (**self).screens()
     }
+    fn lower_at_hand(&self, y: usize) -> bool {
+        (**self).lower_at_hand(y)
+    }
 }
 
 impl Similarity for Dense<'_> {
@@ -62,6 +69,9 @@ impl Similarity for Dense<'_> {
     }
     fn screens(&self) -> bool {
         true
+    }
+    fn lower_at_hand(&self, y: usize) -> bool {
+        self.guessed(y)
     }
 }
 
@@ -183,7 +193,10 @@ impl<S: Similarity> Scorer for Mmr<S> {
             return false;
         }
         let t = self.picks.len();
-        super::driver::for_alive(cands, gains, alive, |x, c| {
+        // Before the first pick, and after it when its bounds came with the relevance's,
+        // this reads no row: the calling thread does it.
+        let reads_rows = self.picks.iter().any(|&p| !self.sims.lower_at_hand(p));
+        super::driver::for_alive(cands, gains, alive, reads_rows, |x, c| {
             for &p in &self.picks[c.lb_upto.max(c.upto)..] {
                 c.lb = c.lb.max(self.sims.sim_lower(x, p));
             }
