@@ -172,7 +172,7 @@ impl Embeddings {
         self.data.par_chunks_exact_mut(dim).for_each(|r| {
             // The norm from f64-accumulated products; divide in f64 and round once, so
             // rows equal up to scale become bit-identical.
-            let n = crate::backend::cpu::dot(r, r).sqrt();
+            let n = crate::backend::cpu::sum_sq(r).sqrt();
             crate::backend::cpu::div_round(r, n);
         });
         self.unit = true;
@@ -187,7 +187,7 @@ impl Embeddings {
         let inv: Vec<f64> = self
             .data
             .par_chunks_exact(self.dim)
-            .map(|r| 1.0 / crate::backend::cpu::dot(r, r).sqrt())
+            .map(|r| 1.0 / crate::backend::cpu::sum_sq(r).sqrt())
             .collect();
         if let Some(row) = inv.iter().position(|v| !v.is_finite()) {
             return Err(Error::ZeroNorm {
@@ -413,7 +413,7 @@ pub(crate) enum Norms {
 /// its inverse norm (the selectors' relevance: `select::dense::RelPass::row`).
 pub(crate) type PerRow<'f> = &'f (dyn Fn(&[f32], f64) -> (f64, f64) + Sync);
 
-/// `1 / ‖row‖` (`f64`, from [`crate::backend::cpu::dot`]) when the row's norm is within
+/// `1 / ‖row‖` (`f64`, from [`crate::backend::cpu::sum_sq`]) when the row's norm is within
 /// [`KEPT_NORMS`], the bits [`Embeddings::kept_inv_norms`] keeps; `None` otherwise (not
 /// finite, zero, or not near unit length).
 pub(crate) fn kept_inv_norm(row: &[f32]) -> Option<f64> {
@@ -507,7 +507,7 @@ impl Embeddings {
 /// norm; `(None, None)` for one they refuse (the selection names it, after the rows).
 fn accepted_query(query: Option<&[f32]>, dim: usize) -> (Option<&[f32]>, Option<f64>) {
     let query = query.filter(|q| q.len() == dim && unit_vector(q, "query").is_ok());
-    (query, query.map(|q| 1.0 / crate::backend::cpu::dot(q, q).sqrt()))
+    (query, query.map(|q| 1.0 / crate::backend::cpu::sum_sq(q).sqrt()))
 }
 
 /// `rows × dim` values from `data`, or why not (a zero dimension, a length that does not
@@ -527,7 +527,7 @@ fn check_shape(data: &[f32], rows: usize, dim: usize, source: &str) -> Result<()
 
 /// A row's norm as a pass over unchecked rows finds it.
 enum RowNorm {
-    /// The f64 norm ([`crate::backend::cpu::dot`]'s sum of squares), finite and > 0.
+    /// The f64 norm ([`crate::backend::cpu::sum_sq`]), finite and > 0.
     Norm(f64),
     /// The column of the row's first non-finite value.
     NonFinite(usize),
@@ -537,7 +537,7 @@ enum RowNorm {
 
 fn row_norm(row: &[f32]) -> RowNorm {
     // The f64 sum of squares of f32 values is finite unless a value is not.
-    let n = crate::backend::cpu::dot(row, row).sqrt();
+    let n = crate::backend::cpu::sum_sq(row).sqrt();
     if !n.is_finite() {
         RowNorm::NonFinite(row.iter().position(|v| !v.is_finite()).unwrap_or(0))
     } else if n == 0.0 {

@@ -148,7 +148,7 @@ impl LazyPass<'_> {
 /// query's exact norm, and scaling the query scales every candidate's relevance alike.
 fn inv_query(q: &[f32]) -> crate::Result<f64> {
     crate::embeddings::unit_vector(q, "query")?;
-    Ok(1.0 / cpu::dot(q, q).sqrt())
+    Ok(1.0 / cpu::sum_sq(q).sqrt())
 }
 
 /// `cos(x, q)` from `<e~_x, q>` and the two inverse norms: the one scaling of the stored

@@ -194,7 +194,7 @@ impl Selector {
         if pool.check_engine(&self.engine, "selector").is_ok() && !qs.is_empty() {
             let dots = crate::backend::cpu::matvec_many(rows.e.as_slice(), rows.e.dim(), &qs);
             for ((&i, q), mut r) in shared.iter().zip(&qs).zip(dots) {
-                let inv_q = 1.0 / crate::backend::cpu::dot(q, q).sqrt();
+                let inv_q = 1.0 / crate::backend::cpu::sum_sq(q).sqrt();
                 r.iter_mut().zip(rows.inv).for_each(|(v, &iv)| *v *= iv * inv_q);
                 rels[i] = Some(r);
             }

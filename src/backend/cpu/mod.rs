@@ -25,6 +25,27 @@ pub fn dot(a: &[f32], b: &[f32]) -> f64 {
     lane_dot(a, b, f64::from, f64::from)
 }
 
+/// [`dot`]`(a, a)`, the same bits, with each value widened once: the squared norm a pass
+/// over rows takes.
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+#[must_use]
+pub fn sum_sq(a: &[f32]) -> f64 {
+    let mut acc = [0.0f64; LANES];
+    let c = a.chunks_exact(LANES);
+    let t = c.remainder();
+    for x in c {
+        for l in 0..LANES {
+            let v = f64::from(x[l]);
+            acc[l] = v.mul_add(v, acc[l]);
+        }
+    }
+    for l in 0..t.len() {
+        let v = f64::from(t[l]);
+        acc[l] = v.mul_add(v, acc[l]);
+    }
+    reduce(acc)
+}
+
 /// Independent `f32` accumulators of [`dot_f32`]: four AVX-512 registers (eight AVX2),
 /// so the adds of a row do not wait on one another.
 const LANES_F32: usize = 64;
@@ -422,10 +443,11 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
 
-    /// The fused pair is two `dot_f32` calls, bit for bit, on odd lengths (tails shorter
-    /// than a lane block, several blocks) and on values of wide range.
+    /// The fused pair is two `dot_f32` calls, and `sum_sq(a)` is `dot(a, a)`, bit for bit,
+    /// on odd lengths (tails shorter than a lane block, several blocks) and on values of
+    /// wide range.
     #[test]
-    fn dot_f32_pair_is_two_dot_f32_calls() {
+    fn fused_products_are_the_calls_they_fuse() {
         let mut rng = Rng::new(11);
         for &d in &[1usize, 5, 63, 64, 65, 191, 384, 1027] {
             for scale in [1e-3f64, 1.0, 1e4] {
@@ -438,6 +460,7 @@ mod tests {
                 let (ab, ac) = dot_f32_pair(&a, &b, &c);
                 assert_eq!(ab.to_bits(), dot_f32(&a, &b).to_bits(), "d {d} scale {scale}");
                 assert_eq!(ac.to_bits(), dot_f32(&a, &c).to_bits(), "d {d} scale {scale}");
+                assert_eq!(sum_sq(&a).to_bits(), dot(&a, &a).to_bits(), "d {d} scale {scale}");
             }
         }
     }
