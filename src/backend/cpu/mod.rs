@@ -30,20 +30,7 @@ pub fn dot(a: &[f32], b: &[f32]) -> f64 {
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 #[must_use]
 pub fn sum_sq(a: &[f32]) -> f64 {
-    let mut acc = [0.0f64; LANES];
-    let c = a.chunks_exact(LANES);
-    let t = c.remainder();
-    for x in c {
-        for l in 0..LANES {
-            let v = f64::from(x[l]);
-            acc[l] = v.mul_add(v, acc[l]);
-        }
-    }
-    for l in 0..t.len() {
-        let v = f64::from(t[l]);
-        acc[l] = v.mul_add(v, acc[l]);
-    }
-    reduce(acc)
+    lane_fold(a, |acc, v| v.mul_add(v, acc))
 }
 
 /// Independent `f32` accumulators of [`dot_f32`]: four AVX-512 registers (eight AVX2),
@@ -266,18 +253,7 @@ pub fn dot_f16(a: &[u16], b: &[f64]) -> f64 {
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 #[must_use]
 pub fn sum(a: &[f32]) -> f64 {
-    let mut acc = [0.0f64; LANES];
-    let ca = a.chunks_exact(LANES);
-    let ta = ca.remainder();
-    for x in ca {
-        for l in 0..LANES {
-            acc[l] += f64::from(x[l]);
-        }
-    }
-    for l in 0..ta.len() {
-        acc[l] += f64::from(ta[l]);
-    }
-    reduce(acc)
+    lane_fold(a, |acc, v| acc + v)
 }
 
 /// `sum_j max(0, s[j] - cur[j])` (a facility-location gain), each term exact in `f64`,
@@ -400,6 +376,24 @@ fn lane_dot<A: Copy, B: Copy>(a: &[A], b: &[B], wa: impl Fn(A) -> f64, wb: impl 
     }
     for l in 0..ta.len() {
         acc[l] = wa(ta[l]).mul_add(wb(tb[l]), acc[l]);
+    }
+    reduce(acc)
+}
+
+/// [`lane_dot`] over one row: `acc[l] = f(acc[l], a[i] as f64)` for element `i` in lane
+/// `i % LANES`, in index order, then [`reduce`]; each value widened once.
+#[inline(always)]
+fn lane_fold(a: &[f32], f: impl Fn(f64, f64) -> f64) -> f64 {
+    let mut acc = [0.0f64; LANES];
+    let ca = a.chunks_exact(LANES);
+    let ta = ca.remainder();
+    for x in ca {
+        for l in 0..LANES {
+            acc[l] = f(acc[l], f64::from(x[l]));
+        }
+    }
+    for l in 0..ta.len() {
+        acc[l] = f(acc[l], f64::from(ta[l]));
     }
     reduce(acc)
 }
@@ -527,9 +521,9 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
 
-    /// The fused pair is two `dot_f32` calls, and `sum_sq(a)` is `dot(a, a)`, bit for bit,
-    /// on odd lengths (tails shorter than a lane block, several blocks) and on values of
-    /// wide range.
+    /// The fused pair is two `dot_f32` calls, `sum_sq(a)` is `dot(a, a)` and `sum(a)` is
+    /// `dot(a, 1)`, bit for bit, on odd lengths (tails shorter than a lane block, several
+    /// blocks) and on values of wide range.
     #[test]
     fn fused_products_are_the_calls_they_fuse() {
         let mut rng = Rng::new(11);
@@ -545,6 +539,8 @@ mod tests {
                 assert_eq!(ab.to_bits(), dot_f32(&a, &b).to_bits(), "d {d} scale {scale}");
                 assert_eq!(ac.to_bits(), dot_f32(&a, &c).to_bits(), "d {d} scale {scale}");
                 assert_eq!(sum_sq(&a).to_bits(), dot(&a, &a).to_bits(), "d {d} scale {scale}");
+                let ones = vec![1.0f32; d];
+                assert_eq!(sum(&a).to_bits(), dot(&a, &ones).to_bits(), "d {d} scale {scale}");
             }
         }
     }
