@@ -22,6 +22,13 @@ pub(crate) trait Similarity: Sync {
     fn sim_lower(&self, x: usize, y: usize) -> f64 {
         self.sim(x, y)
     }
+    /// The largest of lower bounds on `sim(x, y)` over `ys` (`-inf` for none), each at
+    /// most `sim(x, y)`; by default [`sim_lower`](Self::sim_lower) of each, fused where a
+    /// similarity reads `x` once for several `y`.
+    fn sim_lower_max(&self, x: usize, ys: &[usize]) -> f64 {
+        ys.iter()
+            .fold(f64::NEG_INFINITY, |m, &y| m.max(self.sim_lower(x, y)))
+    }
     /// Whether [`sim_lower`](Self::sim_lower) is cheaper than [`sim`](Self::sim) (else
     /// the refresh does not screen).
     fn screens(&self) -> bool {
@@ -46,6 +53,9 @@ impl<T: Similarity> Similarity for &T {
     fn sim_lower(&self, x: usize, y: usize) -> f64 {
         (**self).sim_lower(x, y)
     }
+    fn sim_lower_max(&self, x: usize, ys: &[usize]) -> f64 {
+        (**self).sim_lower_max(x, ys)
+    }
     fn screens(&self) -> bool {
         (**self).screens()
     }
@@ -66,6 +76,9 @@ impl Similarity for Dense<'_> {
     }
     fn sim_lower(&self, x: usize, y: usize) -> f64 {
         self.cos_lower(x, y)
+    }
+    fn sim_lower_max(&self, x: usize, ys: &[usize]) -> f64 {
+        self.cos_lower_max(x, ys)
     }
     fn screens(&self) -> bool {
         true
@@ -153,9 +166,7 @@ impl<S: Similarity> Scorer for Mmr<S> {
             let mut at = c.lb_upto.max(c.upto);
             while at < t {
                 let end = (at + CHUNK).min(t);
-                for &p in &self.picks[at..end] {
-                    c.lb = c.lb.max(self.sims.sim_lower(x, p));
-                }
+                c.lb = c.lb.max(self.sims.sim_lower_max(x, &self.picks[at..end]));
                 at = end;
                 let v = self.score(rel, c.max.max(c.lb));
                 if v < stop {
@@ -197,9 +208,8 @@ impl<S: Similarity> Scorer for Mmr<S> {
         // this reads no row: the calling thread does it.
         let reads_rows = self.picks.iter().any(|&p| !self.sims.lower_at_hand(p));
         super::driver::for_alive(cands, gains, alive, reads_rows, |x, c| {
-            for &p in &self.picks[c.lb_upto.max(c.upto)..] {
-                c.lb = c.lb.max(self.sims.sim_lower(x, p));
-            }
+            c.lb =
+                c.lb.max(self.sims.sim_lower_max(x, &self.picks[c.lb_upto.max(c.upto)..]));
             c.lb_upto = t;
             self.score(self.rel_bound(x, c), c.max.max(c.lb))
         });

@@ -170,6 +170,109 @@ pub fn dot_f32_pair(a: &[f32], b: &[f32], c: &[f32]) -> (f32, f32) {
     (reduce(ab), reduce(ac))
 }
 
+/// Products [`dot_f32_x8`] takes in one read of its row.
+pub const X8: usize = 8;
+
+/// `<a, b_j>` for eight rows `b_j` in one read of `a`, in `f32` arithmetic: element `i`
+/// into lane `i % 8` of its product in index order (each product and sum rounded to
+/// `f32`), then lane `l` takes `l + 4`, `l + 2`, `l + 1`. A screen, as [`dot_f32`], with
+/// its own bound ([`dot_f32_x8_bound`]): a candidate's row is read once for eight picks,
+/// each product in one 8-lane register, so a step is one load of `a` and eight of the
+/// picks for eight multiply-adds where [`dot_f32`] loads two for one. The same bits on
+/// every instruction set. Every `b_j` is `a`'s length.
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+#[must_use]
+pub fn dot_f32_x8(a: &[f32], b: [&[f32]; X8]) -> [f32; X8] {
+    dot_f32_x8_body(a, b)
+}
+
+/// [`dot_f32_x8`] as written (eight named 8-lane variables, which the compiler keeps in
+/// registers, see [`dot_f32_blocks`]).
+#[inline(always)]
+fn dot_f32_x8_body(a: &[f32], b: [&[f32]; X8]) -> [f32; X8] {
+    #[inline(always)]
+    fn mul_add8(acc: &mut [f32; 8], x: &[f32], y: &[f32]) {
+        for j in 0..8 {
+            acc[j] += x[j] * y[j];
+        }
+    }
+    #[inline(always)]
+    fn fold8(mut v: [f32; 8]) -> f32 {
+        for w in [4usize, 2, 1] {
+            for l in 0..w {
+                v[l] += v[l + w];
+            }
+        }
+        v[0]
+    }
+    debug_assert!(b.iter().all(|r| r.len() == a.len()));
+    let z = [0.0f32; 8];
+    let (mut s0, mut s1, mut s2, mut s3, mut s4, mut s5, mut s6, mut s7) = (z, z, z, z, z, z, z, z);
+    let [b0, b1, b2, b3, b4, b5, b6, b7] = b;
+    let ca = a.chunks_exact(8);
+    let ta = ca.remainder();
+    let blocks = ca
+        .zip(b0.chunks_exact(8))
+        .zip(b1.chunks_exact(8))
+        .zip(b2.chunks_exact(8))
+        .zip(b3.chunks_exact(8))
+        .zip(b4.chunks_exact(8))
+        .zip(b5.chunks_exact(8))
+        .zip(b6.chunks_exact(8))
+        .zip(b7.chunks_exact(8));
+    for ((((((((x, y0), y1), y2), y3), y4), y5), y6), y7) in blocks {
+        mul_add8(&mut s0, x, y0);
+        mul_add8(&mut s1, x, y1);
+        mul_add8(&mut s2, x, y2);
+        mul_add8(&mut s3, x, y3);
+        mul_add8(&mut s4, x, y4);
+        mul_add8(&mut s5, x, y5);
+        mul_add8(&mut s6, x, y6);
+        mul_add8(&mut s7, x, y7);
+    }
+    // The tail into the lanes its elements index, padded with `+0 · +0` (which leaves a
+    // lane's bits as they are: see `dot_f32_blocks`).
+    if !ta.is_empty() {
+        let at = a.len() - ta.len();
+        let mut x = z;
+        x[..ta.len()].copy_from_slice(ta);
+        for (s, r) in [
+            (&mut s0, b0),
+            (&mut s1, b1),
+            (&mut s2, b2),
+            (&mut s3, b3),
+            (&mut s4, b4),
+            (&mut s5, b5),
+            (&mut s6, b6),
+            (&mut s7, b7),
+        ] {
+            let mut y = z;
+            y[..ta.len()].copy_from_slice(&r[at..]);
+            mul_add8(s, &x, &y);
+        }
+    }
+    [
+        fold8(s0),
+        fold8(s1),
+        fold8(s2),
+        fold8(s3),
+        fold8(s4),
+        fold8(s5),
+        fold8(s6),
+        fold8(s7),
+    ]
+}
+
+/// [`dot_f32_bound`] for [`dot_f32_x8`]: each lane sums at most `ceil(len / 8)` products,
+/// then 3 levels of pairwise sums, so `m = ceil(len / 8) + 4`, with two more roundings
+/// allowed for margin.
+#[must_use]
+pub fn dot_f32_x8_bound(len: usize) -> f64 {
+    let m = (len.div_ceil(8) + 6) as f64;
+    let u = f64::from(f32::EPSILON) / 2.0;
+    m * u / (1.0 - m * u)
+}
+
 /// A bound on `|dot_f32(a, b) - <a, b>| / (‖a‖ ‖b‖)` for vectors of length `len`: each
 /// accumulator sums at most `ceil(len / 64)` products, each product and each sum rounded
 /// once, then 6 levels of pairwise sums, so the standard bound `γ_m Σ|a_i b_i|` holds
@@ -521,6 +624,41 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
 
+    /// An `f32` product by its definition over `lanes` lanes: element `i` into lane
+    /// `i % lanes` in index order, each product and sum rounded to `f32`, then lane `l`
+    /// takes `l + lanes / 2`, ..., `l + 1`.
+    fn lane_definition(a: &[f32], b: &[f32], lanes: usize) -> f32 {
+        let mut acc = vec![0.0f32; lanes];
+        for i in 0..a.len() {
+            acc[i % lanes] += a[i] * b[i];
+        }
+        let mut w = lanes;
+        while w > 1 {
+            w /= 2;
+            for l in 0..w {
+                acc[l] += acc[l + w];
+            }
+        }
+        acc[0]
+    }
+
+    /// A row of `d` values of the kind `case` names: Gaussian (0), of wide range (1),
+    /// subnormal (2), zeros of both signs (3), with infinities (4), with one NaN (5).
+    fn hostile_row(rng: &mut Rng, d: usize, case: usize) -> Vec<f32> {
+        (0..d)
+            .map(|i| match case {
+                0 => rng.normal() as f32,
+                1 => (rng.normal() * 10f64.powi((i % 9) as i32 * 8 - 32)) as f32,
+                2 => (rng.normal() * 1e-41) as f32,
+                3 if rng.normal() < 0.0 => -0.0,
+                3 => 0.0,
+                4 if i % 13 == 5 => f32::INFINITY,
+                5 if i == d / 2 => f32::NAN,
+                _ => rng.normal() as f32,
+            })
+            .collect()
+    }
+
     /// The fused pair is two `dot_f32` calls, `sum_sq(a)` is `dot(a, a)` and `sum(a)` is
     /// `dot(a, 1)`, bit for bit, on odd lengths (tails shorter than a lane block, several
     /// blocks) and on values of wide range.
@@ -553,35 +691,11 @@ mod tests {
     /// of both signs and infinities (NaN where one goes in).
     #[test]
     fn dot_f32_is_its_lane_definition() {
-        let def = |a: &[f32], b: &[f32]| -> f32 {
-            let mut acc = vec![0.0f32; 64];
-            for i in 0..a.len() {
-                acc[i % 64] += a[i] * b[i];
-            }
-            for w in [32, 16, 8, 4, 2, 1] {
-                for l in 0..w {
-                    acc[l] += acc[l + w];
-                }
-            }
-            acc[0]
-        };
+        let def = |a: &[f32], b: &[f32]| lane_definition(a, b, 64);
         let mut rng = Rng::new(17);
         for &d in &[1usize, 7, 8, 9, 63, 64, 65, 100, 127, 129, 300, 384, 777, 1024] {
             for case in 0..6 {
-                let v = |rng: &mut Rng| -> Vec<f32> {
-                    (0..d)
-                        .map(|i| match case {
-                            0 => rng.normal() as f32,
-                            1 => (rng.normal() * 10f64.powi((i % 9) as i32 * 8 - 32)) as f32,
-                            2 => (rng.normal() * 1e-41) as f32,
-                            3 if rng.normal() < 0.0 => -0.0,
-                            3 => 0.0,
-                            4 if i % 13 == 5 => f32::INFINITY,
-                            5 if i == d / 2 => f32::NAN,
-                            _ => rng.normal() as f32,
-                        })
-                        .collect()
-                };
+                let v = |rng: &mut Rng| hostile_row(rng, d, case);
                 let (a, b) = (v(&mut rng), v(&mut rng));
                 let want = def(&a, &b);
                 for (form, got) in [
@@ -596,6 +710,53 @@ mod tests {
                             got.to_bits(),
                             want.to_bits(),
                             "{form}, d {d}, case {case}: {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// `dot_f32_x8` is its definition, evaluated directly for each of its eight rows:
+    /// element `i` into lane `i % 8` in index order, each product and sum rounded to
+    /// `f32`, then lane `l` takes `l + 4`, `l + 2`, `l + 1`; on lengths with and without a
+    /// tail and the values of `dot_f32_is_its_lane_definition`, rows repeated among the
+    /// eight included. On Gaussian rows each product is within
+    /// `dot_f32_x8_bound(len) · Σ|a_i b_i|` of the exact `f64` sum.
+    #[test]
+    fn dot_f32_x8_is_its_lane_definition_within_its_bound() {
+        let def = |a: &[f32], b: &[f32]| lane_definition(a, b, 8);
+        let mut rng = Rng::new(23);
+        for &d in &[1usize, 3, 7, 8, 9, 15, 63, 64, 65, 100, 383, 384, 777, 1024] {
+            for case in 0..6 {
+                let v = |rng: &mut Rng| hostile_row(rng, d, case);
+                let a = v(&mut rng);
+                let rows: Vec<Vec<f32>> = (0..6).map(|_| v(&mut rng)).collect();
+                // Eight rows, two of them repeats (a padded group).
+                let b: [&[f32]; X8] = std::array::from_fn(|j| rows[j % 6].as_slice());
+                let got = dot_f32_x8(&a, b);
+                for j in 0..X8 {
+                    let want = def(&a, b[j]);
+                    if want.is_nan() {
+                        assert!(got[j].is_nan(), "d {d}, case {case}, row {j}: {}", got[j]);
+                    } else {
+                        assert_eq!(got[j].to_bits(), want.to_bits(), "d {d}, case {case}, row {j}");
+                    }
+                    if case == 0 {
+                        let exact: f64 = a
+                            .iter()
+                            .zip(b[j])
+                            .map(|(&x, &y)| f64::from(x) * f64::from(y))
+                            .sum();
+                        let scale: f64 = a
+                            .iter()
+                            .zip(b[j])
+                            .map(|(&x, &y)| (f64::from(x) * f64::from(y)).abs())
+                            .sum();
+                        let err = (f64::from(got[j]) - exact).abs();
+                        assert!(
+                            err <= dot_f32_x8_bound(d) * scale,
+                            "d {d}, row {j}: error {err}, scale {scale}"
                         );
                     }
                 }
