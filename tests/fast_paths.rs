@@ -289,7 +289,9 @@ fn select_many_answers_as_one_select_per_request() {
     assert!(s.select_many(&pool, &[]).is_empty());
 }
 
-/// The `f32` screen of MMR's lazy refresh (`cpu::dot_f32`) is within `dot_f32_bound` of
+/// The `f32` screens of MMR's lazy refresh and lazy relevance (`cpu::dot_f32`, the eight
+/// products of `cpu::dot_f32_x8` and the pair of `cpu::dot_f32_pair`) are each within their
+/// bound (`dot_f32_bound`, `dot_f32_x8_bound`, `dot_f32_pair_bound`) of
 /// the exact inner product, relative to `‖a‖ ‖b‖`, on seeded vectors of odd lengths:
 /// Gaussian, sharing a common direction as real text does, nearly cancelling (a second
 /// vector almost orthogonal to the first), and of wide dynamic range. The reference sums
@@ -330,15 +332,37 @@ fn the_f32_screen_is_within_its_bound() {
                     .sum();
                 let na = a.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
                 let nb = b.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
-                let got = f64::from(cpu::dot_f32(&a, &b));
-                let err = (got - exact).abs();
-                let bound = cpu::dot_f32_bound(len) * na * nb + 1e-15 * abs;
-                assert!(
-                    err <= bound,
-                    "len {len} kind {kind}: error {err:e} above the bound {bound:e}"
-                );
-                if na * nb > 0.0 {
-                    worst = worst.max(err / (cpu::dot_f32_bound(len) * na * nb));
+                // Each screen's product of a and b: one call, the eight-row product (b
+                // among copies of a at a varying place) and the pair (b first, then second).
+                let j = (len + kind) % cpu::X8;
+                let rows: [&[f32]; cpu::X8] = std::array::from_fn(|i| if i == j { &b[..] } else { &a[..] });
+                for (screen, got, unit) in [
+                    ("dot_f32", cpu::dot_f32(&a, &b), cpu::dot_f32_bound(len)),
+                    (
+                        "dot_f32_x8",
+                        cpu::dot_f32_x8(&a, rows)[j],
+                        cpu::dot_f32_x8_bound(len),
+                    ),
+                    (
+                        "dot_f32_pair",
+                        cpu::dot_f32_pair(&a, &b, &a).0,
+                        cpu::dot_f32_pair_bound(len),
+                    ),
+                    (
+                        "dot_f32_pair",
+                        cpu::dot_f32_pair(&a, &a, &b).1,
+                        cpu::dot_f32_pair_bound(len),
+                    ),
+                ] {
+                    let err = (f64::from(got) - exact).abs();
+                    let bound = unit * na * nb + 1e-15 * abs;
+                    assert!(
+                        err <= bound,
+                        "{screen}, len {len} kind {kind}: error {err:e} above the bound {bound:e}"
+                    );
+                    if na * nb > 0.0 {
+                        worst = worst.max(err / (unit * na * nb));
+                    }
                 }
             }
         }

@@ -58,6 +58,7 @@ impl<'a> RelPass<'a> {
                 inv_q,
                 guess,
                 screen: screen(query.len()),
+                screen_pair: cpu::dot_f32_pair_bound(query.len()) + 1e-12,
             })
         } else {
             RelPass::Exact { q: query, inv_q }
@@ -117,15 +118,17 @@ pub(crate) fn first_pick_guess<'a>(
 }
 
 /// The bounds [`Dense::lazy`] takes from one read of each row: an upper bound on the row's
-/// relevance and a lower bound on its cosine to the guessed first pick, both from `f32`
-/// products ([`cpu::dot_f32`]) and the screen ([`Dense::rel_upper`],
-/// [`Dense::cos_lower`]: the same bits).
+/// relevance ([`Dense::rel_upper`]) and a lower bound on its cosine to the guessed first
+/// pick ([`Dense::cos_lower`]), from `f32` products and their error bounds (one
+/// [`cpu::dot_f32`] without a guess, [`cpu::dot_f32_pair`] with one).
 pub(crate) struct LazyPass<'a> {
     q: &'a [f32],
     inv_q: f64,
     /// Row 0 (the guessed first pick) and its inverse norm.
     guess: Option<(&'a [f32], f64)>,
     screen: f64,
+    /// The screen of [`cpu::dot_f32_pair`]'s products (with a guess).
+    screen_pair: f64,
 }
 
 impl LazyPass<'_> {
@@ -133,15 +136,16 @@ impl LazyPass<'_> {
     /// is NaN without a guess).
     #[inline]
     pub fn row(&self, row: &[f32], inv: f64) -> (f64, f64) {
-        // One read of the row for both products (the bits of two `dot_f32` calls).
-        let (rq, lo) = match self.guess {
+        // One read of the row for both products, each within the pair's own bound.
+        let (rq, lo, screen) = match self.guess {
             Some((g, inv_g)) => {
                 let (rq, rg) = cpu::dot_f32_pair(row, self.q, g);
-                (rq, f64::from(rg) * inv * inv_g - self.screen)
+                let lo = f64::from(rg) * inv * inv_g - self.screen_pair;
+                (rq, lo, self.screen_pair)
             }
-            None => (cpu::dot_f32(row, self.q), f64::NAN),
+            None => (cpu::dot_f32(row, self.q), f64::NAN, self.screen),
         };
-        let c = f64::from(rq) * inv * self.inv_q + self.screen;
+        let c = f64::from(rq) * inv * self.inv_q + screen;
         // An overflowed `f32` product bounds nothing: the row is left at the top.
         (if c.is_finite() { c } else { f64::INFINITY }, lo)
     }
@@ -360,8 +364,8 @@ mod tests {
     /// scales (Gaussian; a shared direction; 1e-3 to 1e3 per row; a query of 1e4).
     /// Row 0 is guessed as the first pick when the first 8 rows come in decreasing
     /// relevance (ties included), not otherwise (one pair out of order, fewer than 8
-    /// rows); with the guess, `cos_lower(x, 0)` is the bits the screen computes without
-    /// it, below the exact cosine.
+    /// rows); with the guess, `cos_lower(x, 0)` is below the exact cosine and
+    /// `rel_upper(x)` above the relevance, each within twice the fused pair's bound.
     #[test]
     fn the_first_pick_is_guessed_in_a_retrievers_order_only() {
         let (n, d) = (301usize, 33usize);
@@ -405,10 +409,13 @@ mod tests {
             let lazy = Dense::lazy(&r, &q).unwrap();
             assert_eq!(lazy.guess.is_some(), guessed, "{m} rows, guessed {guessed}");
             let plain = Dense::new(&r, Some(&q)).unwrap();
+            let slack = 2.0 * (cpu::dot_f32_pair_bound(d) + 1e-12);
             for x in 0..m {
-                let lo = lazy.cos_lower(x, 0);
-                assert_eq!(lo.to_bits(), plain.cos_lower(x, 0).to_bits(), "row {x}");
-                assert!(lo <= plain.cos(x, 0), "row {x}");
+                let (lo, cos) = (lazy.cos_lower(x, 0), plain.cos(x, 0));
+                assert!(lo <= cos && cos - lo <= slack, "row {x}: {lo} against {cos}");
+                let up = lazy.rel_upper(x);
+                let rel = plain.rel_at(x);
+                assert!(up >= rel && up - rel <= slack, "row {x}: {up} against {rel}");
             }
         }
     }
@@ -492,7 +499,9 @@ mod tests {
             };
             let eager = Dense::new(&rows, Some(&q)).unwrap();
             let lazy = Dense::lazy(&rows, &q).unwrap();
-            let slack = 2.0 * screen(d);
+            // Rows guessed or not (a pool in decreasing relevance, or not): the pass's
+            // products are the pair's or `dot_f32`'s.
+            let slack = 2.0 * (screen(d).max(cpu::dot_f32_pair_bound(d) + 1e-12));
             for x in 0..n {
                 let want = eager.rel.as_ref().unwrap()[x];
                 assert_eq!(lazy.rel_at(x).to_bits(), want.to_bits(), "seed {seed} row {x}");
