@@ -310,7 +310,20 @@ impl<'a> Dense<'a> {
     /// others' products taken eight at a time in one read of `x`'s row
     /// ([`cpu::dot_f32_x8`], less its own error bound; a group of fewer than three
     /// takes [`cpu::dot_f32`] each, a larger one pads with its first row).
+    #[inline(always)]
     pub fn cos_lower_max(&self, x: usize, ys: &[usize]) -> f64 {
+        // One or two (a refresh one pick behind, the first pick's bound on every row):
+        // the single products, inlined where the loop calls them.
+        if ys.len() < 3 {
+            return ys
+                .iter()
+                .fold(f64::NEG_INFINITY, |m, &y| m.max(self.cos_lower(x, y)));
+        }
+        self.cos_lower_max_grouped(x, ys)
+    }
+
+    /// [`cos_lower_max`](Self::cos_lower_max) over three or more rows.
+    fn cos_lower_max_grouped(&self, x: usize, ys: &[usize]) -> f64 {
         let mut best = f64::NEG_INFINITY;
         let mut group = [0usize; cpu::X8];
         let mut n = 0;

@@ -77,6 +77,7 @@ impl Similarity for Dense<'_> {
     fn sim_lower(&self, x: usize, y: usize) -> f64 {
         self.cos_lower(x, y)
     }
+    #[inline(always)]
     fn sim_lower_max(&self, x: usize, ys: &[usize]) -> f64 {
         self.cos_lower_max(x, ys)
     }
