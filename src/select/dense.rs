@@ -291,7 +291,8 @@ impl<'a> Dense<'a> {
     }
 
     /// A lower bound on [`cos`](Self::cos)`(x, y)`: the product in `f32`
-    /// ([`cpu::dot_f32`]) less its error bound, a few times cheaper. The rows' norms are
+    /// ([`cpu::dot_f32`]) less its error bound, a few times cheaper (for the guessed first
+    /// pick, the bound stored by the lazy pass, from [`cpu::dot_f32_pair`]). The rows' norms are
     /// `1 / inv`, so the bound on the product over `‖x‖ ‖y‖` is the bound on the cosine;
     /// `1e-12` covers the `f64` roundings of the scaling and of [`cos`] itself.
     #[inline]
@@ -309,7 +310,7 @@ impl<'a> Dense<'a> {
     /// over `ys` (`-inf` for none): a bound stored for the guessed first pick, and the
     /// others' products taken eight at a time in one read of `x`'s row
     /// ([`cpu::dot_f32_x8`], less its own error bound; a group of fewer than three
-    /// takes [`cpu::dot_f32`] each, a larger one pads with its first row).
+    /// takes [`cpu::dot_f32`] each, a larger one pads with its last row).
     #[inline(always)]
     pub fn cos_lower_max(&self, x: usize, ys: &[usize]) -> f64 {
         // One or two (a refresh one pick behind, the first pick's bound on every row):
@@ -476,7 +477,11 @@ mod tests {
                         .fold(f64::NEG_INFINITY, f64::max);
                     assert!(lo <= max, "seed {seed} x {x} ys {ys:?}: {lo} above {max}");
                     if len > 0 {
-                        let slack = 2.0 * dense.screen_x8.max(dense.screen);
+                        let slack = 2.0
+                            * dense
+                                .screen_x8
+                                .max(dense.screen)
+                                .max(cpu::dot_f32_pair_bound(d) + 1e-12);
                         assert!(
                             max - lo <= slack,
                             "seed {seed} x {x} ys {ys:?}: {lo} against {max}"

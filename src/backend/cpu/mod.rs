@@ -2,9 +2,12 @@
 //!
 //! Dense inner products are written once here, with a fixed lane layout and reduction
 //! order, and compiled for several instruction sets (AVX-512, AVX2+FMA, baseline) chosen
-//! at run time. Every lane performs the same fused multiply-adds in the same order on
-//! every target, so a dot product gives the same bits whichever version runs; the lazy
-//! and eager greedy paths both go through [`dot`], so they see identical numbers.
+//! at run time. Every lane performs the same operations in the same order on every target
+//! (fused multiply-adds in the `f64` lanes; a rounded product then a rounded sum in the
+//! `f32` screens, `dot_f32*`), so a product gives the same bits whichever version runs;
+//! the lazy and eager greedy paths both go through [`dot`], so they see identical
+//! numbers. The kernels take slices of one length (a programming error otherwise: they
+//! may panic), as every caller in the crate passes rows of one pool and a checked query.
 
 pub mod attention;
 pub mod gp;
@@ -691,7 +694,7 @@ mod tests {
     /// odd lengths (tails shorter than a lane block, several
     /// blocks) and on values of wide range.
     #[test]
-    fn fused_products_are_the_calls_they_fuse() {
+    fn fused_products_are_their_definitions() {
         let mut rng = Rng::new(11);
         for &d in &[1usize, 5, 63, 64, 65, 191, 384, 1027] {
             for scale in [1e-3f64, 1.0, 1e4] {
