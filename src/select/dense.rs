@@ -316,11 +316,16 @@ impl<'a> Dense<'a> {
         // One or two (a refresh one pick behind, the first pick's bound on every row):
         // the single products, inlined where the loop calls them.
         if ys.len() < 3 {
-            return ys
-                .iter()
-                .fold(f64::NEG_INFINITY, |m, &y| m.max(self.cos_lower(x, y)));
+            return self.cos_lower_each(x, ys);
         }
         self.cos_lower_max_grouped(x, ys)
+    }
+
+    /// The largest [`cos_lower`](Self::cos_lower)`(x, y)` over `ys`, one product each.
+    #[inline(always)]
+    fn cos_lower_each(&self, x: usize, ys: &[usize]) -> f64 {
+        ys.iter()
+            .fold(f64::NEG_INFINITY, |m, &y| m.max(self.cos_lower(x, y)))
     }
 
     /// [`cos_lower_max`](Self::cos_lower_max) over three or more rows.
@@ -330,9 +335,7 @@ impl<'a> Dense<'a> {
         let mut n = 0;
         let flush = |group: &[usize], best: &mut f64| {
             if group.len() < 3 {
-                for &y in group {
-                    *best = best.max(self.cos_lower(x, y));
-                }
+                *best = best.max(self.cos_lower_each(x, group));
                 return;
             }
             let row = |j: usize| self.e.row(group[j.min(group.len() - 1)]);

@@ -232,13 +232,8 @@ pub const X8: usize = 8;
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 #[must_use]
 pub fn dot_f32_x8(a: &[f32], b: [&[f32]; X8]) -> [f32; X8] {
-    dot_f32_x8_body(a, b)
-}
-
-/// [`dot_f32_x8`] as written (eight named 8-lane variables, which the compiler keeps in
-/// registers, see [`dot_f32_blocks`]).
-#[inline(always)]
-fn dot_f32_x8_body(a: &[f32], b: [&[f32]; X8]) -> [f32; X8] {
+    // Eight named 8-lane variables, which the compiler keeps in registers (see
+    // `dot_f32_blocks`).
     debug_assert!(b.iter().all(|r| r.len() == a.len()));
     let z = [0.0f32; 8];
     let (mut s0, mut s1, mut s2, mut s3, mut s4, mut s5, mut s6, mut s7) = (z, z, z, z, z, z, z, z);
@@ -710,13 +705,13 @@ mod tests {
                 assert_eq!(ac.to_bits(), wc.to_bits(), "d {d} scale {scale}");
                 for (got, r) in [(ab, &b), (ac, &c)] {
                     let exact: f64 = a.iter().zip(r).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
-                    let scale: f64 = a
+                    let abs: f64 = a
                         .iter()
                         .zip(r)
                         .map(|(&x, &y)| (f64::from(x) * f64::from(y)).abs())
                         .sum();
                     let err = (f64::from(got) - exact).abs();
-                    assert!(err <= dot_f32_pair_bound(d) * scale, "d {d}: error {err}");
+                    assert!(err <= dot_f32_pair_bound(d) * abs, "d {d}: error {err}");
                 }
                 assert_eq!(sum_sq(&a).to_bits(), dot(&a, &a).to_bits(), "d {d} scale {scale}");
                 let ones = vec![1.0f32; d];
