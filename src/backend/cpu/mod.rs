@@ -11,6 +11,9 @@
 
 pub mod attention;
 pub mod gp;
+pub mod screen;
+
+pub(crate) use screen::Screen16;
 
 use multiversion::multiversion;
 use rayon::prelude::*;
@@ -56,22 +59,57 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
+/// [`dot_f32`] of a row quantised to `i16` (a [`Screen16`] row, its scale left out) and
+/// an `f32` row: each `a_i` converted to `f32` (exact), then [`dot_f32`]'s operations in
+/// its order, so the bits of `dot_f32` on the converted row, within the same bound
+/// ([`dot_f32_bound`]). Half the bytes of `a` to read.
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+#[must_use]
+pub fn dot_i16_f32(a: &[i16], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    multiversion::target::match_target! {
+        "x86_64+avx512f" => dot_f32_lanes(a, b),
+        "x86_64+avx2" => dot_f32_blocks(a, b),
+        _ => dot_f32_lanes(a, b),
+    }
+}
+
+/// An element of the row the `f32` screens read once per step: `f32` as it is, or `i16`
+/// (a [`Screen16`] row) converted exactly.
+trait Lane: Copy + Default {
+    fn f32(self) -> f32;
+}
+
+impl Lane for f32 {
+    #[inline(always)]
+    fn f32(self) -> f32 {
+        self
+    }
+}
+
+impl Lane for i16 {
+    #[inline(always)]
+    fn f32(self) -> f32 {
+        f32::from(self)
+    }
+}
+
 /// [`dot_f32`] as written: the 64 lanes as one array. The AVX-512 version holds it in
 /// four registers; the AVX2 version spilled it to the stack after the loop and reduced
 /// it in two-lane pieces (a third of the call at `d = 384`), hence [`dot_f32_blocks`].
 #[inline(always)]
-fn dot_f32_lanes(a: &[f32], b: &[f32]) -> f32 {
+fn dot_f32_lanes<A: Lane>(a: &[A], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; LANES_F32];
     let ca = a.chunks_exact(LANES_F32);
     let cb = b.chunks_exact(LANES_F32);
     let (ta, tb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for l in 0..LANES_F32 {
-            acc[l] += x[l] * y[l];
+            acc[l] += x[l].f32() * y[l];
         }
     }
     for l in 0..ta.len() {
-        acc[l] += ta[l] * tb[l];
+        acc[l] += ta[l].f32() * tb[l];
     }
     reduce(acc)
 }
@@ -83,7 +121,7 @@ fn dot_f32_lanes(a: &[f32], b: &[f32]) -> f32 {
 /// index, its last partial block padded with `+0 · +0`: an accumulator starts at `+0`
 /// and a sum never turns it to `-0`, so adding `+0` leaves every lane's bits as they are.
 #[inline(always)]
-fn dot_f32_blocks(a: &[f32], b: &[f32]) -> f32 {
+fn dot_f32_blocks<A: Lane>(a: &[A], b: &[f32]) -> f32 {
     let z = [0.0f32; 8];
     let (mut l0, mut l1, mut l2, mut l3, mut l4, mut l5, mut l6, mut l7) = (z, z, z, z, z, z, z, z);
     let ca = a.chunks_exact(LANES_F32);
@@ -108,7 +146,7 @@ fn dot_f32_blocks(a: &[f32], b: &[f32]) -> f32 {
                 if full > $i {
                     mul_add8(&mut $acc, &ta[8 * $i..8 * $i + 8], &tb[8 * $i..8 * $i + 8]);
                 } else if full == $i && part > 0 {
-                    let (mut x, mut y) = (z, z);
+                    let (mut x, mut y) = ([A::default(); 8], z);
                     x[..part].copy_from_slice(&ta[8 * $i..]);
                     y[..part].copy_from_slice(&tb[8 * $i..]);
                     mul_add8(&mut $acc, &x, &y);
@@ -193,9 +231,9 @@ fn gamma(m: usize) -> f64 {
 
 /// `acc[j] += x[j] * y[j]` for the 8 lanes of a block (`f32`, no fused multiply-add).
 #[inline(always)]
-fn mul_add8(acc: &mut [f32; 8], x: &[f32], y: &[f32]) {
+fn mul_add8<A: Lane, B: Lane>(acc: &mut [f32; 8], x: &[A], y: &[B]) {
     for j in 0..8 {
-        acc[j] += x[j] * y[j];
+        acc[j] += x[j].f32() * y[j].f32();
     }
 }
 
@@ -232,6 +270,31 @@ pub const X8: usize = 8;
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
 #[must_use]
 pub fn dot_f32_x8(a: &[f32], b: [&[f32]; X8]) -> [f32; X8] {
+    x8(a, b)
+}
+
+/// [`dot_f32_x8`] of a row quantised to `i16` (a [`Screen16`] row, its scale left out):
+/// each `a_i` converted to `f32` (exact), then [`dot_f32_x8`]'s operations in its order,
+/// so the bits of `dot_f32_x8` on the converted row, within [`dot_f32_x8_bound`].
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+#[must_use]
+pub fn dot_i16_x8(a: &[i16], b: [&[f32]; X8]) -> [f32; X8] {
+    x8(a, b)
+}
+
+/// [`dot_f32_x8`] of an `f32` row with eight rows quantised to `i16` (rows of a
+/// [`Screen16`], their scales left out): the bits of `dot_f32_x8` on the converted rows,
+/// within [`dot_f32_x8_bound`]. A query's products with eight rows of a pool's copy in
+/// one call.
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
+#[must_use]
+pub fn dot_f32_i16_x8(a: &[f32], b: [&[i16]; X8]) -> [f32; X8] {
+    x8(a, b)
+}
+
+/// The body of [`dot_f32_x8`], [`dot_i16_x8`] and [`dot_f32_i16_x8`].
+#[inline(always)]
+fn x8<A: Lane, B: Lane>(a: &[A], b: [&[B]; X8]) -> [f32; X8] {
     // Eight named 8-lane variables, which the compiler keeps in registers (see
     // `dot_f32_blocks`).
     debug_assert!(b.iter().all(|r| r.len() == a.len()));
@@ -263,7 +326,7 @@ pub fn dot_f32_x8(a: &[f32], b: [&[f32]; X8]) -> [f32; X8] {
     // lane's bits as they are: see `dot_f32_blocks`).
     if !ta.is_empty() {
         let at = a.len() - ta.len();
-        let mut x = z;
+        let mut x = [A::default(); 8];
         x[..ta.len()].copy_from_slice(ta);
         for (s, r) in [
             (&mut s0, b0),
@@ -275,7 +338,7 @@ pub fn dot_f32_x8(a: &[f32], b: [&[f32]; X8]) -> [f32; X8] {
             (&mut s6, b6),
             (&mut s7, b7),
         ] {
-            let mut y = z;
+            let mut y = [B::default(); 8];
             y[..ta.len()].copy_from_slice(&r[at..]);
             mul_add8(s, &x, &y);
         }
@@ -796,6 +859,58 @@ mod tests {
                             "d {d}, row {j}: error {err}, scale {scale}"
                         );
                     }
+                }
+            }
+        }
+    }
+
+    /// The kernels that read a row quantised to `i16` give the bits of the `f32` kernels
+    /// on the row converted (their bounds are those kernels' own): every length from 1
+    /// to 70 and a few longer, `i16` rows with their extremes, the other rows hostile.
+    #[test]
+    fn the_i16_screens_are_the_f32_screens_of_the_converted_rows() {
+        let mut rng = Rng::new(29);
+        let same = |got: f32, want: f32, what: &str| {
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{what}: {got} against {want}"
+            );
+        };
+        let lens: Vec<usize> = (1..=70).chain([127, 383, 384, 385, 1024, 1031]).collect();
+        for &d in &lens {
+            for case in 0..6 {
+                let q = |rng: &mut Rng| -> Vec<i16> {
+                    (0..d)
+                        .map(|i| match (i + case) % 7 {
+                            0 => i16::MAX,
+                            1 => i16::MIN,
+                            2 => 0,
+                            _ => (rng.normal() * 9000.0).clamp(-32767.0, 32767.0) as i16,
+                        })
+                        .collect()
+                };
+                let wide = |a: &[i16]| a.iter().map(|&v| f32::from(v)).collect::<Vec<f32>>();
+                let a = q(&mut rng);
+                let b = hostile_row(&mut rng, d, case);
+                let what = format!("d {d}, case {case}");
+                same(
+                    dot_i16_f32(&a, &b),
+                    dot_f32(&wide(&a), &b),
+                    &format!("dot_i16_f32, {what}"),
+                );
+                let rows: Vec<Vec<f32>> = (0..X8).map(|_| hostile_row(&mut rng, d, case)).collect();
+                let rb: [&[f32]; X8] = std::array::from_fn(|j| rows[j].as_slice());
+                let got = dot_i16_x8(&a, rb);
+                let want = dot_f32_x8(&wide(&a), rb);
+                for j in 0..X8 {
+                    same(got[j], want[j], &format!("dot_i16_x8, {what}, row {j}"));
+                }
+                let qs: Vec<Vec<i16>> = (0..X8).map(|_| q(&mut rng)).collect();
+                let ws: Vec<Vec<f32>> = qs.iter().map(|r| wide(r)).collect();
+                let got = dot_f32_i16_x8(&b, std::array::from_fn(|j| qs[j].as_slice()));
+                let want = dot_f32_x8(&b, std::array::from_fn(|j| ws[j].as_slice()));
+                for j in 0..X8 {
+                    same(got[j], want[j], &format!("dot_f32_i16_x8, {what}, row {j}"));
                 }
             }
         }
