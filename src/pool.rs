@@ -15,6 +15,7 @@
 //! # Ok::<(), ctxprune::Error>(())
 //! ```
 
+use crate::backend::cpu::Screen16;
 use crate::backend::picker::Rows;
 use crate::backend::{Engine, Resident, Storage};
 use crate::embeddings::{Embeddings, Norms};
@@ -29,9 +30,17 @@ struct Inner {
     resident: Resident,
     storage: Storage,
     median: OnceLock<f64>,
+    /// The rows quantised to 16 bits (MMR's screens on the CPU), made when first asked.
+    screen: OnceLock<Screen16>,
 }
 
 /// Embeddings with their exact inverse norms, resident on an engine's device; clones share them.
+///
+/// A pool whose rows take 32 MiB or more also keeps, from its first MMR selection on the
+/// CPU on, a copy of its rows quantised to 16 bits (half their bytes) that MMR's screens
+/// read in place of the rows: past the last-level cache they wait on memory. The picks
+/// and gains are the same bit for bit; the copy only decides which candidates need an
+/// exact product.
 #[derive(Clone)]
 pub struct Pool {
     inner: Arc<Inner>,
@@ -119,6 +128,7 @@ impl Pool {
                 resident,
                 storage,
                 median: OnceLock::new(),
+                screen: OnceLock::new(),
             }),
         })
     }
@@ -224,6 +234,21 @@ impl Pool {
             e: self.inner.rows.view(),
             inv: &self.inner.inv,
             resident: &self.inner.resident,
+            screen: None,
+        }
+    }
+
+    /// [`rows`](Self::rows) with the rows quantised to 16 bits ([`Screen16`], half the
+    /// bytes, made on the first call: one read of the rows, kept with the pool), for the
+    /// screens of MMR's lazy heap: a pass of bounds over the pool then reads half as much.
+    pub(crate) fn rows_screened(&self) -> Rows<'_> {
+        let screen = self
+            .inner
+            .screen
+            .get_or_init(|| Screen16::new(self.inner.rows.view(), &self.inner.inv));
+        Rows {
+            screen: Some(screen),
+            ..self.rows()
         }
     }
 }

@@ -52,6 +52,9 @@ pub(crate) struct Rows<'a> {
     pub inv: &'a [f64],
     /// Device residency.
     pub resident: &'a Resident,
+    /// The rows quantised to 16 bits, for the `f32` screens of MMR's lazy heap over a
+    /// resident pool ([`crate::Pool`] makes it once, when first asked).
+    pub screen: Option<&'a crate::backend::cpu::Screen16>,
 }
 
 /// Per-request inputs of a picker, each one value per pool row.

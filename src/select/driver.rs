@@ -516,6 +516,7 @@ mod tests {
                 e: e.view(),
                 inv: &inv,
                 resident: &host,
+                screen: None,
             };
             let dense = Dense::new(&rows, Some(&q)).unwrap();
             for (k, budget, retained) in [
@@ -570,6 +571,7 @@ mod tests {
             e: e.view(),
             inv: &inv,
             resident: &host,
+            screen: None,
         };
         let dense = Dense::new(&rows, Some(&q)).unwrap();
         let floor = |f: f64| Facts { floor: Some(f) };

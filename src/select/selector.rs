@@ -157,7 +157,11 @@ impl Selector {
     /// Selects from `pool` (resident on this selector's engine's device).
     pub fn select(&self, pool: &Pool, req: &Request<'_>) -> Result<Selection> {
         pool.check_engine(&self.engine, "selector")?;
-        let rows = pool.rows();
+        let rows = if self.lazy_rel() && screen16(pool) {
+            pool.rows_screened()
+        } else {
+            pool.rows()
+        };
         self.run(Some(&rows), None, pool.len(), req)
     }
 
@@ -182,7 +186,11 @@ impl Selector {
     #[must_use]
     pub fn select_many(&self, pool: &Pool, reqs: &[Request<'_>]) -> Vec<Result<Selection>> {
         use rayon::prelude::*;
-        let rows = pool.rows();
+        let rows = if self.lazy_rel() && screen16(pool) {
+            pool.rows_screened()
+        } else {
+            pool.rows()
+        };
         let m = self.cfg.method;
         // The queries the selection would read and accept, relevance for all in one pass.
         let valid = |q: &[f32]| q.len() == pool.dim() && crate::embeddings::unit_vector(q, "query").is_ok();
@@ -264,6 +272,7 @@ impl Selector {
                     e: e.view(),
                     inv: &inv,
                     resident: &resident,
+                    screen: None,
                 };
                 self.run(Some(&rows), None, n, &inp.request())
             }
@@ -324,6 +333,7 @@ impl Selector {
                 e,
                 inv: &inv,
                 resident: &resident,
+                screen: None,
             };
             let dense = pass.zip(per_row).map(|(p, v)| p.into_dense(&r, v));
             return self.run(Some(&r), dense, rows, req);
@@ -335,6 +345,7 @@ impl Selector {
             e: u.e.view(),
             inv: &u.inv,
             resident: &resident,
+            screen: None,
         };
         let out = self.run(Some(&r), u.rel.map(|rel| Dense::with_rel(&r, rel)), rows, req);
         let buf = u.e.into_vec();
@@ -705,6 +716,99 @@ fn run_scorer<S: Scorer>(
                 stop: None,
                 best,
             })
+        }
+    }
+}
+
+/// Pools whose `f32` rows take at least this many bytes are screened from their 16-bit
+/// copy ([`Pool::rows_screened`]) by MMR's lazy heap: past the last-level cache a pass of
+/// bounds waits on memory, and the copy halves what it reads (synthetic 10,000 x 1,024,
+/// 40 MB: MMR k = 100 about a fifth faster, docs/performance.md). A pool that fits the
+/// cache gains nothing from it (its passes are bound by the arithmetic, and the
+/// conversions add some: real text 5,000 x 384, MMR k = 10, 16% slower), so it keeps its
+/// `f32` screens.
+pub(crate) const SCREEN16_FROM_BYTES: usize = 32 << 20;
+
+/// Whether MMR over `pool` screens from its 16-bit copy ([`SCREEN16_FROM_BYTES`]).
+fn screen16(pool: &Pool) -> bool {
+    pool.len().saturating_mul(pool.dim()).saturating_mul(4) >= SCREEN16_FROM_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// MMR over a pool's 16-bit copy (what pools past [`SCREEN16_FROM_BYTES`] read)
+    /// picks what it picks over the `f32` rows, with the same gains bit for bit: the
+    /// copy only screens. Clustered rows (near-ties) of odd sizes in a retriever's order
+    /// and shuffled, k from 1 to past the pool, λ from 0 to 1, retained rows, a token
+    /// budget; alone and through `select_many`'s shared relevance.
+    #[test]
+    fn the_16_bit_copy_changes_no_pick() {
+        let engine = Engine::cpu();
+        for (seed, n, d) in [(3u64, 37usize, 9usize), (4, 997, 101), (5, 2113, 17)] {
+            let mut rng = crate::rng::Rng::new(seed);
+            let centres: Vec<Vec<f64>> = (0..5).map(|_| (0..d).map(|_| rng.normal()).collect()).collect();
+            let q: Vec<f32> = centres[0]
+                .iter()
+                .map(|&v| (v + 0.5 * rng.normal()) as f32)
+                .collect();
+            let mut raw: Vec<Vec<f32>> = (0..n)
+                .map(|i| {
+                    centres[i % 5]
+                        .iter()
+                        .map(|&v| (v + 0.1 * rng.normal()) as f32)
+                        .collect()
+                })
+                .collect();
+            if seed == 4 {
+                // A retriever's order: the first pick is guessed.
+                let rel =
+                    |r: &[f32]| -> f64 { r.iter().zip(&q).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum() };
+                raw.sort_by(|a, b| rel(b).total_cmp(&rel(a)));
+            }
+            let pool = Pool::new(&engine, crate::Embeddings::new(n, d, raw.concat(), "t").unwrap()).unwrap();
+            let costs: Vec<f64> = (0..n).map(|i| 1.0 + (i % 7) as f64).collect();
+            for (k, lambda, retained, budget) in [
+                (1usize, 0.5, vec![], None),
+                (10, 0.5, vec![], None),
+                (n + 3, 0.7, vec![], None),
+                (25, 0.0, vec![], None),
+                (25, 1.0, vec![], None),
+                (12, 0.3, vec![2, n - 1], None),
+                (40, 0.6, vec![], Some(60.0)),
+            ] {
+                let mut cfg = SelectConfig::new(Method::Mmr).k(k).lambda(lambda).threshold(-1.0);
+                if let Some(b) = budget {
+                    cfg = cfg.token_budget(b);
+                }
+                let s = Selector::new(&engine, cfg).unwrap();
+                let req = Request {
+                    query: Some(&q),
+                    retained: &retained,
+                    costs: budget.map(|_| costs.as_slice()),
+                    ..Request::default()
+                };
+                let plain = s.run(Some(&pool.rows()), None, n, &req).unwrap();
+                let screened = s.run(Some(&pool.rows_screened()), None, n, &req).unwrap();
+                let what =
+                    format!("seed {seed}, k {k}, lambda {lambda}, retained {retained:?}, budget {budget:?}");
+                assert!(!plain.selected.is_empty(), "{what}");
+                assert_eq!(plain.selected, screened.selected, "{what}");
+                let bits = |g: &[f64]| g.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&plain.gains), bits(&screened.gains), "{what}");
+                let rows = pool.rows_screened();
+                let rel = Dense::new(&rows, Some(&q)).unwrap().rel.unwrap();
+                let shared = s
+                    .run(Some(&rows), Some(Dense::with_rel(&rows, rel)), n, &req)
+                    .unwrap();
+                assert_eq!(plain.selected, shared.selected, "{what}, shared relevance");
+                assert_eq!(
+                    bits(&plain.gains),
+                    bits(&shared.gains),
+                    "{what}, shared relevance"
+                );
+            }
         }
     }
 }

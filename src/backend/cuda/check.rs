@@ -188,6 +188,7 @@ fn kernel_rows_and_gp_store(dev: &Device, lane: &Lane, rng: &mut Rng, rep: &mut 
             e: e.view(),
             inv: &inv,
             resident: &resident,
+            screen: None,
         },
         &q,
         k,

@@ -39,6 +39,7 @@ fn the_device_gp_store_is_bit_equal_to_the_cpu_store() {
             e: e.view(),
             inv: &inv,
             resident: &host,
+            screen: None,
         };
         let mut rng = Rng::new(seed + 10);
         let q: Vec<f32> = (0..37).map(|_| rng.normal() as f32).collect();
@@ -268,6 +269,7 @@ fn a_failed_step_poisons_the_picker_and_the_gp_store() {
             e: e.view(),
             inv: &inv,
             resident: &host,
+            screen: None,
         },
         e.row(0),
         Kernel::Vmf { kappa: 2.0 },
@@ -384,6 +386,7 @@ fn race_check_every_kernel_on_os_threads() {
             e: u.view(),
             inv: &uinv,
             resident: &host,
+            screen: None,
         },
         u.row(1),
         Kernel::Matern52 { l2: 0.8 },
