@@ -152,8 +152,10 @@ def main():
     ap.add_argument("--per-page", type=int, default=12)
     ap.add_argument("--set", help="also write ctxprune eval's problem set to this file")
     ap.add_argument("--pool", type=int, default=5000, help="passages per problem of --set")
+    ap.add_argument("--drop-unanswered", action="store_true",
+                    help="leave out (and name) the questions whose pages this machine lacks")
     a = ap.parse_args()
-    docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_page, collect, QUERIES, "page")
+    docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_page, collect, QUERIES, "page", a.drop_unanswered)
     report(docs, E, Q, G, "page", "pages", a.set, a.pool)
 
 

