@@ -11,7 +11,7 @@
 
 pub mod attention;
 pub mod gp;
-pub mod screen;
+pub(crate) mod screen;
 
 pub(crate) use screen::Screen16;
 
@@ -59,7 +59,8 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
-/// [`dot_f32`] of a row quantised to `i16` (a [`Screen16`] row, its scale left out) and
+/// [`dot_f32`] of a row quantised to `i16` (a row of a pool's 16-bit copy, which MMR
+/// screens from past the last-level cache; its scale left out) and
 /// an `f32` row: each `a_i` converted to `f32` (exact), then [`dot_f32`]'s operations in
 /// its order, so the bits of `dot_f32` on the converted row, within the same bound
 /// ([`dot_f32_bound`]). Half the bytes of `a` to read.
@@ -75,7 +76,7 @@ pub fn dot_i16_f32(a: &[i16], b: &[f32]) -> f32 {
 }
 
 /// An element of the row the `f32` screens read once per step: `f32` as it is, or `i16`
-/// (a [`Screen16`] row) converted exactly.
+/// (a row of a pool's 16-bit copy) converted exactly.
 trait Lane: Copy + Default {
     fn f32(self) -> f32;
 }
@@ -273,7 +274,8 @@ pub fn dot_f32_x8(a: &[f32], b: [&[f32]; X8]) -> [f32; X8] {
     x8(a, b)
 }
 
-/// [`dot_f32_x8`] of a row quantised to `i16` (a [`Screen16`] row, its scale left out):
+/// [`dot_f32_x8`] of a row quantised to `i16` (a row of a pool's 16-bit copy, its scale
+/// left out):
 /// each `a_i` converted to `f32` (exact), then [`dot_f32_x8`]'s operations in its order,
 /// so the bits of `dot_f32_x8` on the converted row, within [`dot_f32_x8_bound`].
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
@@ -283,7 +285,7 @@ pub fn dot_i16_x8(a: &[i16], b: [&[f32]; X8]) -> [f32; X8] {
 }
 
 /// [`dot_f32_x8`] of an `f32` row with eight rows quantised to `i16` (rows of a
-/// [`Screen16`], their scales left out): the bits of `dot_f32_x8` on the converted rows,
+/// pool's 16-bit copy, their scales left out): the bits of `dot_f32_x8` on the converted rows,
 /// within [`dot_f32_x8_bound`]. A query's products with eight rows of a pool's copy in
 /// one call.
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
