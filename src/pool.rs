@@ -38,7 +38,8 @@ struct Inner {
 ///
 /// A pool whose rows take 32 MiB or more also keeps, from its first MMR selection on the
 /// CPU on, a copy of its rows quantised to 16 bits (half their bytes) that MMR's screens
-/// read in place of the rows: past the last-level cache they wait on memory. The picks
+/// read in place of the rows (a pool that size is past most last-level caches, where the
+/// screens wait on memory; the copy costs half the rows' bytes again). The picks
 /// and gains are the same bit for bit; the copy only decides which candidates need an
 /// exact product.
 #[derive(Clone)]
@@ -241,11 +242,24 @@ impl Pool {
     /// [`rows`](Self::rows) with the rows quantised to 16 bits ([`Screen16`], half the
     /// bytes, made on the first call: one read of the rows, kept with the pool), for the
     /// screens of MMR's lazy heap: a pass of bounds over the pool then reads half as much.
+    /// The 16-bit copy, if one was made.
+    #[cfg(test)]
+    pub(crate) fn inner_screen(&self) -> Option<&Screen16> {
+        self.inner.screen.get()
+    }
+
     pub(crate) fn rows_screened(&self) -> Rows<'_> {
-        let screen = self
-            .inner
-            .screen
-            .get_or_init(|| Screen16::new(self.inner.rows.view(), &self.inner.inv));
+        // Made outside the lock, as the median is: the copy is made on every core, and a
+        // thread waiting inside an initialiser could take up another selection of this
+        // pool and wait on the lock it holds. Two first selections at once may both
+        // make it; one is kept.
+        let screen = match self.inner.screen.get() {
+            Some(s) => s,
+            None => {
+                let s = Screen16::new(self.inner.rows.view(), &self.inner.inv);
+                self.inner.screen.get_or_init(|| s)
+            }
+        };
         Rows {
             screen: Some(screen),
             ..self.rows()

@@ -121,7 +121,8 @@ pub(crate) fn first_pick_guess<'a>(
 /// The bounds [`Dense::lazy`] takes from one read of each row: an upper bound on the row's
 /// relevance ([`Dense::rel_upper`]) and a lower bound on its cosine to the guessed first
 /// pick ([`Dense::cos_lower`]), from `f32` products and their error bounds (one
-/// [`cpu::dot_f32`] without a guess, [`cpu::dot_f32_pair`] with one).
+/// [`cpu::dot_f32`] without a guess, [`cpu::dot_f32_pair`] with one; eight rows of the
+/// pool's 16-bit copy a call without a guess where there is one, [`LazyPass::rows16`]).
 pub(crate) struct LazyPass<'a> {
     q: &'a [f32],
     inv_q: f64,
@@ -359,7 +360,9 @@ impl<'a> Dense<'a> {
     /// ([`cpu::dot_f32`]) less its error bound, a few times cheaper (for the guessed first
     /// pick, the bound stored by the lazy pass, from [`cpu::dot_f32_pair`]). The rows' norms are
     /// `1 / inv`, so the bound on the product over `‖x‖ ‖y‖` is the bound on the cosine;
-    /// `1e-12` covers the `f64` roundings of the scaling and of [`cos`] itself.
+    /// `1e-12` covers the `f64` roundings of the scaling and of [`cos`] itself. With the
+    /// pool's 16-bit copy, `x`'s row is read from it ([`cpu::dot_i16_f32`], times its
+    /// scale) and the bound widened by its quantisation error ([`Screen16::slack`]).
     #[inline]
     pub fn cos_lower(&self, x: usize, y: usize) -> f64 {
         if let Some((g, lower)) = &self.guess {
@@ -381,7 +384,9 @@ impl<'a> Dense<'a> {
     /// over `ys` (`-inf` for none): a bound stored for the guessed first pick, and the
     /// others' products taken eight at a time in one read of `x`'s row
     /// ([`cpu::dot_f32_x8`], less its own error bound; a group of fewer than three
-    /// takes [`cpu::dot_f32`] each, a larger one pads with its last row).
+    /// takes [`cpu::dot_f32`] each, a larger one pads with its last row). With the pool's
+    /// 16-bit copy, `x`'s row is read from it ([`cpu::dot_i16_x8`]), each bound widened
+    /// by its quantisation error.
     #[inline(always)]
     pub fn cos_lower_max(&self, x: usize, ys: &[usize]) -> f64 {
         // One or two (a refresh one pick behind, the first pick's bound on every row):

@@ -186,7 +186,8 @@ impl Selector {
     #[must_use]
     pub fn select_many(&self, pool: &Pool, reqs: &[Request<'_>]) -> Vec<Result<Selection>> {
         use rayon::prelude::*;
-        let rows = if self.lazy_rel() && screen16(pool) {
+        let ours = pool.check_engine(&self.engine, "selector").is_ok();
+        let rows = if ours && self.lazy_rel() && screen16(pool) {
             pool.rows_screened()
         } else {
             pool.rows()
@@ -199,7 +200,7 @@ impl Selector {
             .collect();
         let qs: Vec<&[f32]> = shared.iter().filter_map(|&i| reqs[i].query).collect();
         let mut rels: Vec<Option<Vec<f64>>> = vec![None; reqs.len()];
-        if pool.check_engine(&self.engine, "selector").is_ok() && !qs.is_empty() {
+        if ours && !qs.is_empty() {
             let dots = crate::backend::cpu::matvec_many(rows.e.as_slice(), rows.e.dim(), &qs);
             for ((&i, q), mut r) in shared.iter().zip(&qs).zip(dots) {
                 let inv_q = 1.0 / crate::backend::cpu::sum_sq(q).sqrt();
@@ -721,12 +722,12 @@ fn run_scorer<S: Scorer>(
 }
 
 /// Pools whose `f32` rows take at least this many bytes are screened from their 16-bit
-/// copy ([`Pool::rows_screened`]) by MMR's lazy heap: past the last-level cache a pass of
-/// bounds waits on memory, and the copy halves what it reads (synthetic 10,000 x 1,024,
-/// 40 MB: MMR k = 100 about a fifth faster, docs/performance.md). A pool that fits the
-/// cache gains nothing from it (its passes are bound by the arithmetic, and the
-/// conversions add some: real text 5,000 x 384, MMR k = 10, 16% slower), so it keeps its
-/// `f32` screens.
+/// copy ([`Pool::rows_screened`]) by MMR's lazy heap. A fixed size, the L3 of the host it
+/// was measured on: past the last-level cache a pass of bounds waits on memory, and the
+/// copy halves what it reads (synthetic 10,000 x 1,024, 40 MB: MMR k = 10 twice as fast,
+/// k = 100 about a quarter faster, docs/performance.md). A pool in the cache gained
+/// nothing from it (the conversions cost about what the bytes saved: real text
+/// 5,000 x 384, MMR k = 10, 16% slower), so it keeps its `f32` screens.
 pub(crate) const SCREEN16_FROM_BYTES: usize = 32 << 20;
 
 /// Whether MMR over `pool` screens from its 16-bit copy ([`SCREEN16_FROM_BYTES`]).
@@ -762,12 +763,21 @@ mod tests {
                 })
                 .collect();
             if seed == 4 {
-                // A retriever's order: the first pick is guessed.
-                let rel =
-                    |r: &[f32]| -> f64 { r.iter().zip(&q).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum() };
-                raw.sort_by(|a, b| rel(b).total_cmp(&rel(a)));
+                // A retriever's order (by cosine, as the pool's unit rows see it): the
+                // first pick is guessed.
+                let cos = |r: &[f32]| -> f64 {
+                    let dot: f64 = r.iter().zip(&q).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+                    dot / r.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt()
+                };
+                raw.sort_by(|a, b| cos(b).total_cmp(&cos(a)));
             }
             let pool = Pool::new(&engine, crate::Embeddings::new(n, d, raw.concat(), "t").unwrap()).unwrap();
+            let guessed = Dense::lazy(&pool.rows_screened(), &q).unwrap().guessed(0);
+            assert_eq!(
+                guessed,
+                seed == 4,
+                "seed {seed}: a first pick is guessed in a retriever's order only"
+            );
             let costs: Vec<f64> = (0..n).map(|i| 1.0 + (i % 7) as f64).collect();
             for (k, lambda, retained, budget) in [
                 (1usize, 0.5, vec![], None),
@@ -810,5 +820,67 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Over a pool of [`SCREEN16_FROM_BYTES`] (8,192 x 1,024 in `f32`), `select` and
+    /// `select_many` screen from the pool's copy (made on the first call) and answer as
+    /// array in does over the same rows without one, bit for bit; a pool one row smaller
+    /// makes none.
+    #[test]
+    fn a_pool_past_the_size_reads_its_copy_and_picks_as_array_in() {
+        let engine = Engine::cpu();
+        let (n, d) = (8_192usize, 1_024usize);
+        let mut rng = crate::rng::Rng::new(9);
+        let centres: Vec<Vec<f64>> = (0..40).map(|_| (0..d).map(|_| rng.normal()).collect()).collect();
+        let mut data = Vec::with_capacity(n * d);
+        for i in 0..n {
+            let c = &centres[(i * 7) % 40];
+            let row: Vec<f64> = c.iter().map(|&v| v + 0.8 * rng.normal()).collect();
+            let norm = row.iter().map(|v| v * v).sum::<f64>().sqrt();
+            data.extend(row.iter().map(|&v| (v / norm) as f32));
+        }
+        let small = Pool::new(
+            &engine,
+            crate::Embeddings::new(n - 1, d, data[..(n - 1) * d].to_vec(), "t").unwrap(),
+        )
+        .unwrap();
+        assert!(!screen16(&small), "{} bytes", (n - 1) * d * 4);
+        let pool = Pool::new(&engine, crate::Embeddings::new(n, d, data.clone(), "t").unwrap()).unwrap();
+        assert!(screen16(&pool));
+        let qs: Vec<Vec<f32>> = (0..3)
+            .map(|j| {
+                centres[j]
+                    .iter()
+                    .map(|&v| (v + 0.5 * rng.normal()) as f32)
+                    .collect()
+            })
+            .collect();
+        let reqs: Vec<Request<'_>> = qs
+            .iter()
+            .map(|q| Request {
+                query: Some(q),
+                ..Request::default()
+            })
+            .collect();
+        let s = Selector::new(&engine, SelectConfig::new(Method::Mmr).k(30).lambda(0.5)).unwrap();
+        assert!(
+            pool.inner_screen().is_none(),
+            "made on the first selection, not before"
+        );
+        let bits = |g: &[f64]| g.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let many = s.select_many(&pool, &reqs);
+        for (req, m) in reqs.iter().zip(many) {
+            let one = s.select(&pool, req).unwrap();
+            let array = s.select_rows(&data, n, d, "t", req).unwrap();
+            let m = m.unwrap();
+            assert_eq!(one.selected.len(), 30);
+            assert_eq!(one.selected, array.selected);
+            assert_eq!(bits(&one.gains), bits(&array.gains));
+            assert_eq!(m.selected, array.selected);
+            assert_eq!(bits(&m.gains), bits(&array.gains));
+        }
+        assert!(pool.inner_screen().is_some());
+        s.select(&small, &reqs[0]).unwrap();
+        assert!(small.inner_screen().is_none());
     }
 }

@@ -867,8 +867,9 @@ mod tests {
     }
 
     /// The kernels that read a row quantised to `i16` give the bits of the `f32` kernels
-    /// on the row converted (their bounds are those kernels' own): every length from 1
-    /// to 70 and a few longer, `i16` rows with their extremes, the other rows hostile.
+    /// on the row converted (their bounds are those kernels' own), dispatched and in both
+    /// written forms of the single product: every length from 1 to 70 and a few longer,
+    /// `i16` rows with their extremes, the other rows hostile.
     #[test]
     fn the_i16_screens_are_the_f32_screens_of_the_converted_rows() {
         let mut rng = Rng::new(29);
@@ -895,11 +896,11 @@ mod tests {
                 let a = q(&mut rng);
                 let b = hostile_row(&mut rng, d, case);
                 let what = format!("d {d}, case {case}");
-                same(
-                    dot_i16_f32(&a, &b),
-                    dot_f32(&wide(&a), &b),
-                    &format!("dot_i16_f32, {what}"),
-                );
+                let want = dot_f32(&wide(&a), &b);
+                same(dot_i16_f32(&a, &b), want, &format!("dot_i16_f32, {what}"));
+                // Both written forms, whichever one this host dispatches to.
+                same(dot_f32_lanes(&a, &b), want, &format!("lanes of i16, {what}"));
+                same(dot_f32_blocks(&a, &b), want, &format!("blocks of i16, {what}"));
                 let rows: Vec<Vec<f32>> = (0..X8).map(|_| hostile_row(&mut rng, d, case)).collect();
                 let rb: [&[f32]; X8] = std::array::from_fn(|j| rows[j].as_slice());
                 let got = dot_i16_x8(&a, rb);

@@ -4,7 +4,8 @@
 //! as much; the bounds stay bounds, because each row carries its quantisation error.
 //!
 //! Row `x` is stored as `scale_x · a_x`, with `a_x` in `i16` (`|a_i| <= 32767`, the
-//! largest value of the row at 32767) and `scale_x` in `f32`. Its error
+//! largest value of the row at 32767 unless its scale is below `f32`'s normal range) and
+//! `scale_x` in `f32`. Its error
 //! `err_x >= ‖x - scale_x a_x‖ / ‖x‖` is measured when the copy is made, so for any row
 //! `y` the product `scale_x · dot_f32(a_x, y)` ([`super::dot_i16_f32`], the same lanes as
 //! [`super::dot_f32`]) is within `γ ‖scale_x a_x‖ ‖y‖ + ‖x - scale_x a_x‖ ‖y‖
@@ -41,11 +42,13 @@ impl Screen16 {
             let row = e.row(x);
             let top = row.iter().fold(0f32, |m, v| m.max(v.abs()));
             let sc = (f64::from(top) / TOP) as f32;
-            if !(sc.is_finite() && sc > 0.0 && inv[x].is_finite()) {
-                // A zero row (never in a pool) is exact at scale 1; the rest bound nothing.
+            let finite = row.iter().all(|v| v.is_finite());
+            if !(finite && sc.is_finite() && sc > 0.0 && inv[x].is_finite()) {
+                // A zero row (never in a pool) is exact at scale 1; the rest (a value that
+                // is not finite, a scale below the smallest `f32`) bound nothing.
                 *s = 1.0;
                 out.fill(0);
-                *er = if top == 0.0 { 0.0 } else { f64::INFINITY };
+                *er = if finite && top == 0.0 { 0.0 } else { f64::INFINITY };
                 return;
             }
             let sc64 = f64::from(sc);
@@ -131,7 +134,8 @@ mod tests {
     /// `i16` scaled are exact; the sum is taken in `f64` and compared with a margin far
     /// below the one the error keeps), and is not vacuous (within 1e-6 of it, relative);
     /// the largest value of a row is stored at 32767; a row with a value that is not
-    /// finite bounds nothing; rows of odd sizes and scales from 1e-30 to 1e30.
+    /// finite (an infinity; a NaN among zeros) bounds nothing; rows of odd sizes and
+    /// scales from 1e-30 to 1e30.
     #[test]
     fn each_rows_error_bounds_its_copy() {
         let mut rng = Rng::new(41);
@@ -141,6 +145,11 @@ mod tests {
                 if n > 2 {
                     data[d] = f32::INFINITY;
                     data[2 * d..3 * d].fill(0.0);
+                }
+                if n > 3 {
+                    // NaN among zeros: no largest value to scale by.
+                    data[3 * d..4 * d].fill(0.0);
+                    data[3 * d] = f32::NAN;
                 }
                 let inv: Vec<f64> = data
                     .chunks(d)
