@@ -11,7 +11,10 @@
 //! is `PRIOR:CONCENTRATION[:auto]` (`mips`, `score`, `zero` or `adaptive`; `auto` adds
 //! auto's switch). For every config it prints the mean CE-nCG@k difference from
 //! BoundaryMORPH's defaults over the cells B in {25, 50, 100} x k in {50, 100}, the
-//! worst cell, the cells more than 0.005 below, and the mean at each B.
+//! worst cell with the standard error of its mean difference (the per-problem
+//! differences' standard deviation over the square root of their count: how far a cell's
+//! mean moves with the problems' luck), the cells more than 0.005 below, and the mean at
+//! each B; then every cell's difference (and standard error) for every config.
 use ctxprune::rerank::eval::{generate_mode, Mode, Problem};
 use ctxprune::rerank::eval_set::ProblemSet;
 use ctxprune::rerank::metrics::ncg;
@@ -66,6 +69,10 @@ fn problems(set: &ProblemSet, group: &str) -> Vec<Problem> {
     }
 }
 
+/// A cell: its budget, each config's mean difference from BM with its standard error, and
+/// its name.
+type Cell = (usize, Vec<(f64, f64)>, String);
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     assert!(
@@ -74,14 +81,13 @@ fn main() {
     );
     let set = ProblemSet::load(Path::new(&args[0])).unwrap();
     let configs = &args[2..];
-    // (budget, per-config mean difference from BM) for every cell.
-    let mut cells: Vec<(usize, Vec<f64>, String)> = Vec::new();
+    let mut cells: Vec<Cell> = Vec::new();
     for group in args[1].split(',') {
         let probs = problems(&set, group);
         for b in [25usize, 50, 100] {
             for k in [50usize, 100] {
-                let mean = |spec: &str| {
-                    let sum: f64 = probs
+                let each = |spec: &str| -> Vec<f64> {
+                    probs
                         .iter()
                         .map(|p| {
                             let cfg = config(spec, b, k, p.kernel);
@@ -92,34 +98,45 @@ fn main() {
                                 .unwrap();
                             ncg(&r.selected, &p.oracle)
                         })
-                        .sum();
-                    sum / probs.len() as f64
+                        .collect()
                 };
-                let bm = mean("mips:1");
+                let bm = each("mips:1");
+                let diff = |spec: &str| {
+                    let d: Vec<f64> = each(spec).iter().zip(&bm).map(|(c, b)| c - b).collect();
+                    let n = d.len() as f64;
+                    let m = d.iter().sum::<f64>() / n;
+                    let var = d.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+                    (m, (var / n).sqrt())
+                };
                 cells.push((
                     b,
-                    configs.iter().map(|c| mean(c) - bm).collect(),
+                    configs.iter().map(|c| diff(c)).collect(),
                     format!("{group} B={b} k={k}"),
                 ));
             }
         }
     }
     for (i, c) in configs.iter().enumerate() {
-        let d: Vec<f64> = cells.iter().map(|x| x.1[i]).collect();
+        let d: Vec<f64> = cells.iter().map(|x| x.1[i].0).collect();
         let at = |b: usize| {
-            let v: Vec<f64> = cells.iter().filter(|x| x.0 == b).map(|x| x.1[i]).collect();
+            let v: Vec<f64> = cells.iter().filter(|x| x.0 == b).map(|x| x.1[i].0).collect();
             v.iter().sum::<f64>() / v.len() as f64
         };
         let worst = (0..d.len()).min_by(|&a, &b| d[a].total_cmp(&d[b])).unwrap();
         println!(
-            "{c:18} mean {:+.4} worst {:+.4} ({}) below -0.005: {:2} | B=25 {:+.4} B=50 {:+.4} B=100 {:+.4}",
+            "{c:18} mean {:+.4} worst {:+.4} (se {:.4}, {}) below -0.005: {:2} | B=25 {:+.4} B=50 {:+.4} B=100 {:+.4}",
             d.iter().sum::<f64>() / d.len() as f64,
             d[worst],
+            cells[worst].1[i].1,
             cells[worst].2,
             d.iter().filter(|&&x| x < -0.005).count(),
             at(25),
             at(50),
             at(100)
         );
+    }
+    for (_, diffs, name) in &cells {
+        let row: Vec<String> = diffs.iter().map(|(m, se)| format!("{m:+.4} ({se:.4})")).collect();
+        println!("{name:24} {}", row.join("  "));
     }
 }
