@@ -239,15 +239,15 @@ impl Pool {
         }
     }
 
-    /// [`rows`](Self::rows) with the rows quantised to 16 bits ([`Screen16`], half the
-    /// bytes, made on the first call: one read of the rows, kept with the pool), for the
-    /// screens of MMR's lazy heap: a pass of bounds over the pool then reads half as much.
     /// The 16-bit copy, if one was made.
     #[cfg(test)]
     pub(crate) fn inner_screen(&self) -> Option<&Screen16> {
         self.inner.screen.get()
     }
 
+    /// [`rows`](Self::rows) with the rows quantised to 16 bits ([`Screen16`], half the
+    /// bytes, made on the first call: one read of the rows, kept with the pool), for the
+    /// screens of MMR's lazy heap: a pass of bounds over the pool then reads half as much.
     pub(crate) fn rows_screened(&self) -> Rows<'_> {
         // Made outside the lock, as the median is: the copy is made on every core, and a
         // thread waiting inside an initialiser could take up another selection of this

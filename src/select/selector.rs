@@ -157,11 +157,7 @@ impl Selector {
     /// Selects from `pool` (resident on this selector's engine's device).
     pub fn select(&self, pool: &Pool, req: &Request<'_>) -> Result<Selection> {
         pool.check_engine(&self.engine, "selector")?;
-        let rows = if self.lazy_rel() && screen16(pool) {
-            pool.rows_screened()
-        } else {
-            pool.rows()
-        };
+        let rows = self.pool_rows(pool);
         self.run(Some(&rows), None, pool.len(), req)
     }
 
@@ -187,11 +183,8 @@ impl Selector {
     pub fn select_many(&self, pool: &Pool, reqs: &[Request<'_>]) -> Vec<Result<Selection>> {
         use rayon::prelude::*;
         let ours = pool.check_engine(&self.engine, "selector").is_ok();
-        let rows = if ours && self.lazy_rel() && screen16(pool) {
-            pool.rows_screened()
-        } else {
-            pool.rows()
-        };
+        // A copy is made only for a pool this selector can read.
+        let rows = if ours { self.pool_rows(pool) } else { pool.rows() };
         let m = self.cfg.method;
         // The queries the selection would read and accept, relevance for all in one pass.
         let valid = |q: &[f32]| q.len() == pool.dim() && crate::embeddings::unit_vector(q, "query").is_ok();
@@ -354,6 +347,16 @@ impl Selector {
             SCRATCH.with(|s| s.set(buf));
         }
         out
+    }
+
+    /// The rows of `pool` a selection reads: with its 16-bit copy (made on first use)
+    /// where MMR's lazy heap screens a pool past [`SCREEN16_FROM_BYTES`].
+    fn pool_rows<'p>(&self, pool: &'p Pool) -> Rows<'p> {
+        if self.lazy_rel() && screen16(pool) {
+            pool.rows_screened()
+        } else {
+            pool.rows()
+        }
     }
 
     /// Whether this selection reads relevance through bounds: MMR's lazy heap on the CPU
