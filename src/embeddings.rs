@@ -198,7 +198,8 @@ impl Embeddings {
         Ok(inv)
     }
 
-    /// The unit rows of a borrowed row-major matrix in one parallel pass over it, with
+    /// The unit rows of a borrowed row-major matrix in one pass over it (on every core past
+    /// 2,048 rows), with
     /// what the selectors read beside them: each row is checked (finite, non-zero),
     /// divided by its `f64` norm and rounded once to `f32` (as [`normalize`](Self::normalize)),
     /// and, while it is in cache, its exact inverse norm and its relevance
@@ -243,34 +244,44 @@ impl Embeddings {
         let mut rel = vec![0.0f64; rows];
         // Per task: the first non-finite value's position and the first zero row.
         const TASK: usize = 64;
-        let first_bad: (Option<usize>, Option<usize>) = out
-            .par_chunks_mut(TASK * dim)
-            .zip(inv.par_chunks_mut(TASK))
-            .zip(rel.par_chunks_mut(TASK))
-            .enumerate()
-            .map(|(t, ((o, iv), rv))| {
-                let base = t * TASK;
-                let mut zero = None;
-                let rows = o.chunks_exact_mut(dim).zip(iv.iter_mut()).zip(rv.iter_mut());
-                for (r, ((orow, i), rl)) in rows.enumerate() {
-                    let row = &data[(base + r) * dim..(base + r + 1) * dim];
-                    let n = match row_norm(row) {
-                        RowNorm::Norm(n) => n,
-                        RowNorm::NonFinite(c) => return (Some((base + r) * dim + c), zero),
-                        RowNorm::Zero => {
-                            zero = zero.or(Some(base + r));
-                            continue;
-                        }
-                    };
-                    let (uu, uq) = crate::backend::cpu::unit_row(row, n, orow, query);
-                    *i = 1.0 / uu.sqrt();
-                    if let Some(iq) = inv_q {
-                        *rl = uq * (*i * iq);
+        type Chunks<'c> = ((&'c mut [f32], &'c mut [f64]), &'c mut [f64]);
+        let task = |(t, ((o, iv), rv)): (usize, Chunks<'_>)| {
+            let base = t * TASK;
+            let mut zero = None;
+            let rows = o.chunks_exact_mut(dim).zip(iv.iter_mut()).zip(rv.iter_mut());
+            for (r, ((orow, i), rl)) in rows.enumerate() {
+                let row = &data[(base + r) * dim..(base + r + 1) * dim];
+                let n = match row_norm(row) {
+                    RowNorm::Norm(n) => n,
+                    RowNorm::NonFinite(c) => return (Some((base + r) * dim + c), zero),
+                    RowNorm::Zero => {
+                        zero = zero.or(Some(base + r));
+                        continue;
                     }
+                };
+                let (uu, uq) = crate::backend::cpu::unit_row(row, n, orow, query);
+                *i = 1.0 / uu.sqrt();
+                if let Some(iq) = inv_q {
+                    *rl = uq * (*i * iq);
                 }
-                (None, zero)
-            })
-            .reduce(|| (None, None), |a, b| (a.0.or(b.0), a.1.or(b.1)));
+            }
+            (None, zero)
+        };
+        let first_bad = if rows < crate::backend::cpu::SMALL_POOL {
+            out.chunks_mut(TASK * dim)
+                .zip(inv.chunks_mut(TASK))
+                .zip(rel.chunks_mut(TASK))
+                .enumerate()
+                .map(task)
+                .fold((None, None), first_of)
+        } else {
+            out.par_chunks_mut(TASK * dim)
+                .zip(inv.par_chunks_mut(TASK))
+                .zip(rel.par_chunks_mut(TASK))
+                .enumerate()
+                .map(task)
+                .reduce(|| (None, None), first_of)
+        };
         bad_rows(data, dim, source, first_bad)?;
         let e = Embeddings {
             rows,
@@ -424,7 +435,8 @@ pub(crate) fn kept_inv_norm(row: &[f32]) -> Option<f64> {
 }
 
 impl Embeddings {
-    /// One parallel pass over a borrowed row-major matrix: takes each row's exact inverse
+    /// One pass over a borrowed row-major matrix (on every core past
+    /// [`SMALL_POOL`](crate::backend::cpu::SMALL_POOL) rows): takes each row's exact inverse
     /// norm (the [`inv_norms`](Self::inv_norms) bits) and, when every row is within
     /// [`KEPT_NORMS`], checks every value finite and every row non-zero, with the errors
     /// of [`Embeddings::unit_rows`] (the first non-finite value, else the first zero row).
@@ -449,39 +461,48 @@ impl Embeddings {
         let far = AtomicBool::new(false);
         const TASK: usize = 256;
         // Per task: the first non-finite value's position and the first zero row.
-        let (bad, zero) = inv
-            .par_chunks_mut(TASK)
-            .zip(vals.par_chunks_mut(TASK))
-            .enumerate()
-            .map(|(t, (iv, vv))| {
-                let mut zero = None;
-                for (r, i) in iv.iter_mut().enumerate() {
-                    if far.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let at = t * TASK + r;
-                    let row = &data[at * dim..(at + 1) * dim];
-                    let n = match row_norm(row) {
-                        RowNorm::Norm(n) => n,
-                        RowNorm::NonFinite(c) => return (Some(at * dim + c), zero),
-                        RowNorm::Zero => {
-                            zero = zero.or(Some(at));
-                            continue;
-                        }
-                    };
-                    if !KEPT_NORMS.contains(&n) {
-                        far.store(true, Ordering::Relaxed);
-                        break;
-                    }
-                    *i = 1.0 / n;
-                    // The row is in cache from its norm: this costs no second read.
-                    if let Some(f) = per_row {
-                        vv[r] = f(row, *i);
-                    }
+        type Chunks<'c> = (&'c mut [f64], &'c mut [(f64, f64)]);
+        let task = |(t, (iv, vv)): (usize, Chunks<'_>)| {
+            let mut zero = None;
+            for (r, i) in iv.iter_mut().enumerate() {
+                if far.load(Ordering::Relaxed) {
+                    break;
                 }
-                (None, zero)
-            })
-            .reduce(|| (None, None), |a, b| (a.0.or(b.0), a.1.or(b.1)));
+                let at = t * TASK + r;
+                let row = &data[at * dim..(at + 1) * dim];
+                let n = match row_norm(row) {
+                    RowNorm::Norm(n) => n,
+                    RowNorm::NonFinite(c) => return (Some(at * dim + c), zero),
+                    RowNorm::Zero => {
+                        zero = zero.or(Some(at));
+                        continue;
+                    }
+                };
+                if !KEPT_NORMS.contains(&n) {
+                    far.store(true, Ordering::Relaxed);
+                    break;
+                }
+                *i = 1.0 / n;
+                // The row is in cache from its norm: this costs no second read.
+                if let Some(f) = per_row {
+                    vv[r] = f(row, *i);
+                }
+            }
+            (None, zero)
+        };
+        let (bad, zero) = if rows < crate::backend::cpu::SMALL_POOL {
+            inv.chunks_mut(TASK)
+                .zip(vals.chunks_mut(TASK))
+                .enumerate()
+                .map(task)
+                .fold((None, None), first_of)
+        } else {
+            inv.par_chunks_mut(TASK)
+                .zip(vals.par_chunks_mut(TASK))
+                .enumerate()
+                .map(task)
+                .reduce(|| (None, None), first_of)
+        };
         if far.into_inner() {
             return Ok(Norms::OutOfRange);
         }
@@ -524,6 +545,16 @@ fn check_shape(data: &[f32], rows: usize, dim: usize, source: &str) -> Result<()
     }
     Ok(())
 }
+
+/// The first bad value and the first zero row of two runs of rows, `a` before `b`: how a
+/// checking pass combines its tasks' findings, in row order on every thread count.
+fn first_of(a: FirstBad, b: FirstBad) -> FirstBad {
+    (a.0.or(b.0), a.1.or(b.1))
+}
+
+/// What a checking pass finds in a run of rows: the position of the first non-finite
+/// value and the first zero row.
+type FirstBad = (Option<usize>, Option<usize>);
 
 /// A row's norm as a pass over unchecked rows finds it.
 enum RowNorm {

@@ -9,7 +9,8 @@ use ctxprune::select::{Request, SelectOptions, Selection, Selector};
 use ctxprune::{Embeddings, Engine, Error, Pool};
 
 /// Seeded odd sizes, a zero-free Gaussian matrix, and a query.
-const SIZES: [(usize, usize); 5] = [(1, 1), (63, 7), (65, 33), (130, 385), (257, 19)];
+/// The last is past the rows a pass runs on one thread (2,048): read on every core.
+const SIZES: [(usize, usize); 6] = [(1, 1), (63, 7), (65, 33), (130, 385), (257, 19), (2_051, 5)];
 
 fn in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
     rayon::ThreadPoolBuilder::new()
@@ -60,22 +61,29 @@ fn unit_rows_equal_the_passes_they_fuse_on_any_thread_count() {
 
 #[test]
 fn unit_rows_name_what_the_checks_they_replace_name() {
-    let (e, _, _) = raw_problem(300, 5, 9);
-    let mut v = e.as_slice().to_vec();
-    v[3 * 5..4 * 5].fill(0.0); // a zero row before ...
-    v[200 * 5 + 2] = f32::NAN; // ... a NaN in a later task: the NaN is named, as before
-    let err = Embeddings::unit_rows(&v, 300, 5, "docs", None).unwrap_err();
-    let old = Embeddings::new(300, 5, v.clone(), "docs").unwrap_err();
-    assert_eq!(err.to_string(), old.to_string());
-    assert!(matches!(err, Error::NonFinite { row: 200, col: 2, .. }), "{err}");
-    v[200 * 5 + 2] = 1.0;
-    v[250 * 5..251 * 5].fill(0.0);
-    let err = Embeddings::unit_rows(&v, 300, 5, "docs", None).unwrap_err();
-    assert!(matches!(err, Error::ZeroNorm { row: 3, .. }), "{err}");
-    assert!(
-        Embeddings::unit_rows(&v, 299, 5, "docs", None).is_err(),
-        "a short matrix"
-    );
+    // On the calling thread (300 rows) and on every core (2,300).
+    for n in [300, 2_300] {
+        let (e, _, _) = raw_problem(n, 5, 9);
+        let mut v = e.as_slice().to_vec();
+        let (nan, zero) = (n - 100, n - 50);
+        v[3 * 5..4 * 5].fill(0.0); // a zero row before ...
+        v[nan * 5 + 2] = f32::NAN; // ... a NaN in a later task: the NaN is named, as before
+        let err = Embeddings::unit_rows(&v, n, 5, "docs", None).unwrap_err();
+        let old = Embeddings::new(n, 5, v.clone(), "docs").unwrap_err();
+        assert_eq!(err.to_string(), old.to_string());
+        assert!(
+            matches!(err, Error::NonFinite { row, col: 2, .. } if row == nan),
+            "{n} rows: {err}"
+        );
+        v[nan * 5 + 2] = 1.0;
+        v[zero * 5..(zero + 1) * 5].fill(0.0);
+        let err = Embeddings::unit_rows(&v, n, 5, "docs", None).unwrap_err();
+        assert!(matches!(err, Error::ZeroNorm { row: 3, .. }), "{n} rows: {err}");
+        assert!(
+            Embeddings::unit_rows(&v, n - 1, 5, "docs", None).is_err(),
+            "a short matrix"
+        );
+    }
     assert!(
         Embeddings::unit_rows(&[], 0, 0, "docs", None).is_err(),
         "dimension 0"
@@ -87,7 +95,14 @@ fn unit_rows_name_what_the_checks_they_replace_name() {
 /// from unit length before the bad one, in another task of the pass).
 #[test]
 fn pools_of_unit_rows_name_what_the_copy_names() {
-    let (e, _, _) = raw_problem(700, 5, 19);
+    // On the calling thread (700 rows) and on every core (2,700).
+    for n in [700, 2_700] {
+        pools_of_n_unit_rows_name_what_the_copy_names(n);
+    }
+}
+
+fn pools_of_n_unit_rows_name_what_the_copy_names(n: usize) {
+    let (e, _, _) = raw_problem(n, 5, 19);
     let unit: Vec<f32> = e
         .as_slice()
         .chunks_exact(5)
@@ -97,25 +112,26 @@ fn pools_of_unit_rows_name_what_the_copy_names() {
         })
         .collect();
     let engine = Engine::cpu();
-    let pool = |v: &[f32]| Pool::from_slice(&engine, v, 700, 5, "docs", ctxprune::Storage::F32).map(|_| ());
+    let pool = |v: &[f32]| Pool::from_slice(&engine, v, n, 5, "docs", ctxprune::Storage::F32).map(|_| ());
     assert!(pool(&unit).is_ok());
+    let (nan, zero) = (n - 100, n - 300);
     for far in [None, Some(2usize)] {
         let mut v = unit.clone();
         if let Some(r) = far {
             v[r * 5..(r + 1) * 5].iter_mut().for_each(|x| *x *= 3.0);
         }
-        v[600 * 5 + 2] = f32::NAN;
-        v[400 * 5..401 * 5].fill(0.0);
+        v[nan * 5 + 2] = f32::NAN;
+        v[zero * 5..(zero + 1) * 5].fill(0.0);
         let err = pool(&v).unwrap_err();
         assert!(
-            matches!(err, Error::NonFinite { row: 600, col: 2, .. }),
-            "far row {far:?}: {err}"
+            matches!(err, Error::NonFinite { row, col: 2, .. } if row == nan),
+            "{n} rows, far row {far:?}: {err}"
         );
-        v[600 * 5 + 2] = 0.5;
+        v[nan * 5 + 2] = 0.5;
         let err = pool(&v).unwrap_err();
         assert!(
-            matches!(err, Error::ZeroNorm { row: 400, .. }),
-            "far row {far:?}: {err}"
+            matches!(err, Error::ZeroNorm { row, .. } if row == zero),
+            "{n} rows, far row {far:?}: {err}"
         );
     }
 }

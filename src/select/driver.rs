@@ -95,9 +95,7 @@ pub(crate) fn for_alive<C: Send>(
         .for_each(|(x, (c, g))| *g = f(x, c));
 }
 
-/// Pools below this many candidates are refreshed (and bounded) on the calling thread:
-/// waking the other threads costs more than the work.
-pub(crate) const SMALL_POOL: usize = 2048;
+pub(crate) use crate::backend::cpu::SMALL_POOL;
 
 /// Why a greedy selection stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -31,6 +31,10 @@ pub fn dot(a: &[f32], b: &[f32]) -> f64 {
     lane_dot(a, b, f64::from, f64::from)
 }
 
+/// Pools below this many rows are read (checked, normed, bounded, refreshed) on the
+/// calling thread: waking the other threads costs more than the work.
+pub(crate) const SMALL_POOL: usize = 2048;
+
 /// [`dot`]`(a, a)`, the same bits, with each value widened once: the squared norm a pass
 /// over rows takes.
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma", "aarch64+neon"))]
