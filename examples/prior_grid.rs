@@ -8,8 +8,11 @@
 //! `GROUPS` is a comma-separated list of noise levels of the problem set (its problems
 //! at each) and of `diffuse` / `trap` (`ctxprune eval`'s 20 generated problems a mode),
 //! optionally followed by `:even` or `:odd` for half of a set's problems. Each `CONFIG`
-//! is `PRIOR:CONCENTRATION[:auto]` (`mips`, `score`, `zero` or `adaptive`; `auto` adds
-//! auto's switch). For every config it prints the mean CE-nCG@k difference from
+//! is `PRIOR:CONCENTRATION[:auto][:bf16|:f16]` (`mips`, `score`, `zero` or `adaptive`;
+//! `auto` adds auto's switch; `bf16` / `f16` read kernel rows from that copy; `evidence`
+//! fits the hyperparameters by the evidence). `PRIOR_GRID_BASE=CONFIG` compares with that
+//! config in place of BoundaryMORPH's defaults (`mips:1`); `PRIOR_GRID_PER=1` prints every
+//! cell's per-problem differences to stderr. For every config it prints the mean CE-nCG@k difference from
 //! BoundaryMORPH's defaults over the cells B in {25, 50, 100} x k in {50, 100}, the
 //! worst cell with the standard error of its mean difference (the per-problem
 //! differences' standard deviation over the square root of their count: how far a cell's
@@ -18,7 +21,9 @@
 use ctxprune::rerank::eval::{generate_mode, Mode, Problem};
 use ctxprune::rerank::eval_set::ProblemSet;
 use ctxprune::rerank::metrics::ncg;
-use ctxprune::rerank::{auto, KernelChoice, Method, Precomputed, Prior, RerankConfig, Reranker};
+use ctxprune::rerank::{
+    auto, Hyperparameters, KernelChoice, Method, Precomputed, Prior, RerankConfig, Reranker, RowPrecision,
+};
 use std::path::Path;
 
 fn config(spec: &str, b: usize, k: usize, kernel: ctxprune::similarity::Kernel) -> RerankConfig {
@@ -34,8 +39,14 @@ fn config(spec: &str, b: usize, k: usize, kernel: ctxprune::similarity::Kernel) 
     cfg.prior = prior;
     cfg.kernel = KernelChoice::Fixed(kernel);
     cfg.concentration = f.get(1).map_or(1.0, |c| c.parse().expect("concentration"));
-    if f.get(2) == Some(&"auto") {
-        cfg.switch_below = Some(auto::AUTO_LOW_SCORE);
+    for extra in f.iter().skip(2) {
+        match *extra {
+            "auto" => cfg.switch_below = Some(auto::AUTO_LOW_SCORE),
+            "bf16" => cfg.row_precision = RowPrecision::Bf16,
+            "f16" => cfg.row_precision = RowPrecision::F16,
+            "evidence" => cfg.hyperparameters = Hyperparameters::Evidence,
+            x => panic!("unknown config field {x}"),
+        }
     }
 
     cfg
@@ -81,6 +92,7 @@ fn main() {
     );
     let set = ProblemSet::load(Path::new(&args[0])).unwrap();
     let configs = &args[2..];
+    let base = std::env::var("PRIOR_GRID_BASE").unwrap_or_else(|_| "mips:1".into());
     let mut cells: Vec<Cell> = Vec::new();
     for group in args[1].split(',') {
         let probs = problems(&set, group);
@@ -100,9 +112,13 @@ fn main() {
                         })
                         .collect()
                 };
-                let bm = each("mips:1");
+                let bm = each(&base);
                 let diff = |spec: &str| {
                     let d: Vec<f64> = each(spec).iter().zip(&bm).map(|(c, b)| c - b).collect();
+                    if std::env::var("PRIOR_GRID_PER").is_ok() {
+                        let v: Vec<String> = d.iter().map(|x| format!("{x:+.2}")).collect();
+                        eprintln!("{spec} B={b} k={k}: {}", v.join(" "));
+                    }
                     let n = d.len() as f64;
                     let m = d.iter().sum::<f64>() / n;
                     let var = d.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
