@@ -6,8 +6,9 @@
 //!   resident `Pool`; for rows that are not unit (`borrowed_raw`, MMR k = 10), the
 //!   selection over the unit copy it makes, and that copy's fused pass alone
 //!   (`unit_rows`); and one read of the matrix with the crate's arithmetic (`read`: every
-//!   row's f64-accumulated dot with one vector), at N = 5,000, d = 384 (the real-text
-//!   pools' shape) and N = 10,000, d = 1,024;
+//!   row's f64-accumulated dot with one vector), at N = 1,000, d = 384 (a framework
+//!   component's call over the retriever's top 1,000; read on the calling thread),
+//!   N = 5,000, d = 384 (the real-text pools' shape) and N = 10,000, d = 1,024;
 //! - `select_many/*`: Q = 32 MMR k = 100 requests over one pool of N = 10,000, d = 1,024,
 //!   as one `select_many` and as 32 `select` calls.
 //!
@@ -26,7 +27,7 @@ fn array_in(c: &mut Criterion) {
     g.sample_size(20)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    for (n, d) in [(5_000usize, 384usize), (10_000, 1_024)] {
+    for (n, d) in [(1_000usize, 384usize), (5_000, 384), (10_000, 1_024)] {
         let p = synthetic_pool(n, d, 50, 7);
         let (x, q) = (p.embeddings.as_slice(), &p.query[..]);
         // The rows as an embedding model returns them: each divided by its norm in f32.
