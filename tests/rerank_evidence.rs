@@ -888,6 +888,17 @@ fn boundary_morph_by_the_evidence_follows_a_dense_replay_call_for_call() {
         assert_eq!(got.hyperparameters, fitted, "n={n}");
         // Fits at 10 and 20 calls (before the budget ends); none below 10.
         assert_eq!(got.hyperparameters.is_some(), budget > 10, "n={n}");
+        // A fit on half-precision rows says they do not resolve its kernels; no other run does.
+        let half_note = got
+            .notes
+            .iter()
+            .any(|s| s.contains("the evidence's kernels read bf16 rows"));
+        assert_eq!(
+            half_note,
+            prec == RowPrecision::Bf16 && budget > 10,
+            "n={n}: {:?}",
+            got.notes
+        );
         if let Some(h) = got.hyperparameters {
             assert_eq!(
                 got.kernel,

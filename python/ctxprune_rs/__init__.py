@@ -380,7 +380,8 @@ class Reranker:
     call, boundary-morph and bagel); `token_capacity` (then `rerank` needs `tokens`);
     `prior_probes` with the adaptive prior; `row_precision` ("f32", the default and the
     paper's computation, "bf16" or "f16": kernel rows read from a half-precision copy of
-    the pool, half the bytes; every method but single-stage); `hyperparameters` ("paper",
+    the pool, half the bytes; every method but single-stage; for the paper's GP: the
+    evidence's fitted kernels need f32 rows); `hyperparameters` ("paper",
     the default, or "evidence": the GP's kernel bandwidth, signal and noise variances and
     the prior's scale and offset fitted by type-II maximum likelihood of the scores seen,
     after 10 calls and whenever the calls have doubled, up to 160; boundary-morph with the

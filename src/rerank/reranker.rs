@@ -585,6 +585,12 @@ impl Reranker {
             };
             notes.push(format!("{} runs on the CPU ({why})", cfg.method.name()));
         }
+        if half && hyper.is_some() {
+            notes.push(format!(
+                "the evidence's kernels read {} rows: its fitted kernels are sharper than the copy's rounding resolves (CE-nCG to 0.14 below f32 rows on `ctxprune eval`'s trap; docs/rerank.md); read f32 rows with hyperparameters by the evidence",
+                cfg.row_precision.name()
+            ));
+        }
         let (selected, used) = match &fill {
             None => (rank(&values)[..cfg.capacity].to_vec(), None),
             Some(f) => {
