@@ -10,8 +10,8 @@ import numpy.typing as npt
 
 __all__ = [
     "Engine", "Pool", "Selector", "Selection", "Reranker", "Reranked", "MaskSession", "Encoder",
-    "TokenCounter", "Service", "count_tokens", "flops", "etc", "plan", "segment", "mass_file", "mass_arrays",
-    "heatmap_matrices", "draw_heatmap", "decay", "probe", "DEFAULT_PLACEHOLDER",
+    "TokenCounter", "Service", "count_tokens", "float_rows", "flops", "etc", "plan", "segment", "mass_file",
+    "mass_arrays", "heatmap_matrices", "draw_heatmap", "decay", "probe", "DEFAULT_PLACEHOLDER",
 ]
 
 DEFAULT_PLACEHOLDER: str
@@ -209,6 +209,7 @@ class MaskSession:
     def mask_json(self, text: str) -> Tuple[str, dict[str, int]]: ...
 
 def count_tokens(text: str, tokenizer: str = "o200k_base") -> int: ...
+def float_rows(rows: Any, what: str) -> Optional[npt.NDArray[np.float32]]: ...
 
 @final
 class TokenCounter:

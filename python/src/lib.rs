@@ -75,6 +75,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tokens::TokenCounter>()?;
     m.add_class::<service::Service>()?;
     m.add_function(wrap_pyfunction!(mask::count_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(arrays::float_rows, m)?)?;
     m.add_function(wrap_pyfunction!(cost::flops, m)?)?;
     m.add_function(wrap_pyfunction!(cost::etc, m)?)?;
     m.add_function(wrap_pyfunction!(cost::plan, m)?)?;
