@@ -7,7 +7,8 @@ queries, in that order. The documents carry their vectors (LangChain: an `Embedd
 that looks them up; LlamaIndex: `node.embedding`; Haystack: `Document.embedding`), so no
 model runs inside the timings. Per wrapper: the core call (`ctxprune_rs.select` /
 `rerank` on the arrays), the wrapper end to end, and the framework's own object
-conversion alone (vectors out of its objects, its result objects built), all medians;
+conversion alone (vectors out of its objects, read as the components read them, and its
+result objects built), all medians;
 the overhead is (wrapper - core - conversion) / core. Beside them, on the same inputs:
 LangChain's `EmbeddingsRedundantFilter` + `EmbeddingsFilter` (top 10), pyversity's
 Haystack ranker (MMR and DPP) where it installs, with the agreement of the picks.
@@ -30,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import ctxprune_rs
+from ctxprune_rs._integrate import vectors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402
@@ -162,7 +164,7 @@ def llamaindex_rows(pool_list, repeats):
         picks = core().indices.tolist()
 
         def conversion():
-            V = np.asarray([n.node.embedding for n in nodes], dtype=np.float32)
+            V = vectors([n.node.embedding for n in nodes], "nodes' embedding")
             [n.node.get_content() for n in nodes]
             [NodeWithScore(node=nodes[i].node, score=1.0) for i in picks]
             return V
@@ -188,7 +190,7 @@ def haystack_rows(pool_list, repeats):
             picks = core().indices.tolist()
 
             def conversion():
-                V = np.asarray([d.embedding for d in docs], dtype=np.float32)
+                V = vectors([d.embedding for d in docs], "documents' embedding")
                 [dataclasses.replace(docs[i], meta=dict(docs[i].meta, r=1), score=1.0) for i in picks]
                 return V
 
@@ -255,7 +257,8 @@ def run():
         except ImportError as e:
             print(f"{f.__name__}: skipped ({e})")
     report(rows)
-    print("ms, medians. conversion: the framework's objects in and out alone (vectors and texts out of its "
+    print("ms, medians. conversion: the framework's objects in and out alone (vectors out of its documents as the "
+          "components read them (their lists of floats in one pass by the extension), texts out of its "
           "documents, its result objects built); tokens: counting the chosen documents' tokens for their "
           "metadata (under a budget every document's count is part of the core call); overhead = (wrapper - core "
           "- conversion - tokens) / core, median over the pools; agreement = the share of the built-in's picks "
