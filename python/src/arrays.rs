@@ -67,10 +67,10 @@ pub fn vector(py: Python<'_>, a: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<
 /// hold them, read into one `rows x dim` float32 array in one pass, with the errors of
 /// the package's own checks: a missing vector (None), a ragged one, a value that is not a
 /// number or does not fit in float32 (never an infinity or a silent zero), each naming
-/// `what[i]` or `what[i][j]`; no rows at all is an error too. `None` when `rows` is not a
-/// list or tuple, or one of its rows is neither (a numpy array, say): the caller's own
-/// conversion reads those. Several times faster than `np.asarray(rows, np.float32)` on
-/// nested lists (docs/performance.md).
+/// `what[i]` or `what[i][j]`; no rows at all is an error too, and a matrix that cannot be
+/// allocated a MemoryError. `None` when `rows` is not a list or tuple, or one of its rows
+/// is neither (a numpy array, say): the caller's own conversion reads those. Twice as
+/// fast as `np.asarray(rows, np.float32)` on nested lists (docs/performance.md).
 #[pyfunction]
 #[pyo3(signature = (rows, what))]
 pub fn float_rows<'py>(
@@ -106,7 +106,14 @@ pub fn float_rows<'py>(
         let len = row.len()?;
         if i == 0 {
             dim = len;
-            out.reserve_exact(n * len);
+            // The whole matrix at once, or a MemoryError (never an abort): every row then
+            // fills its share without a reallocation.
+            let room = n.checked_mul(len).map(|t| out.try_reserve_exact(t));
+            if !matches!(room, Some(Ok(()))) {
+                return Err(pyo3::exceptions::PyMemoryError::new_err(format!(
+                    "{what}: {n} x {len} float32 values do not fit in memory"
+                )));
+            }
         } else if len != dim {
             let at = format!("{what}[{i}]");
             return Err(invalid(py, &at, format!("{len} values, document 0 has {dim}")));

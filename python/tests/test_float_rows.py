@@ -62,3 +62,11 @@ def test_errors_name_the_document_and_the_value(rows, match):
         _native.float_rows(rows, "docs")
     with pytest.raises(InvalidInputError, match=match):
         vectors(rows, "docs")
+
+
+def test_a_matrix_too_large_to_allocate_is_a_memory_error():
+    # 10**7 references to one row of 10**7 values: 4e14 bytes of float32, more than any
+    # address space; refused before any is allocated (no abort).
+    row = [0.0] * 10**7
+    with pytest.raises(MemoryError, match=r"docs: 10000000 x 10000000 float32 values do not fit in memory"):
+        _native.float_rows([row] * 10**7, "docs")
