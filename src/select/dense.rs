@@ -455,6 +455,17 @@ impl<'a> Dense<'a> {
     }
 }
 
+/// Sorts `rows` in decreasing cosine to `to` (each row's `f64` product over its `f64`
+/// norm): a retriever's order, in which MMR's first pick is guessed. For tests.
+#[cfg(test)]
+pub(crate) fn in_retriever_order(rows: &mut [Vec<f32>], to: &[f64]) {
+    let cos = |r: &[f32]| {
+        let dot: f64 = r.iter().zip(to).map(|(&a, &b)| f64::from(a) * b).sum();
+        dot / r.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt()
+    };
+    rows.sort_by(|a, b| cos(b).total_cmp(&cos(a)));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,12 +490,8 @@ mod tests {
                     .collect()
             })
             .collect();
-        let cos_q = |r: &[f32]| {
-            let dot: f64 = r.iter().zip(&q).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
-            dot / r.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt()
-        };
         let mut sorted = raw.clone();
-        sorted.sort_by(|a, b| cos_q(b).total_cmp(&cos_q(a)));
+        in_retriever_order(&mut sorted, &q.iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
         let mut swapped = sorted.clone();
         swapped.swap(5, 6);
         let mut tied = sorted.clone();
@@ -554,11 +561,7 @@ mod tests {
                 .map(|_| c0.iter().map(|&c| (c + 0.2 * rng.normal()) as f32).collect())
                 .collect();
             // In decreasing relevance to c0 (a retriever's order), so row 0 is guessed.
-            let rel = |r: &[f32]| {
-                let dot: f64 = r.iter().zip(&c0).map(|(&a, &b)| f64::from(a) * b).sum();
-                dot / r.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt()
-            };
-            raw.sort_by(|a, b| rel(b).total_cmp(&rel(a)));
+            in_retriever_order(&mut raw, &c0);
             let e = crate::Embeddings::new(n, d, raw.concat(), "t")
                 .unwrap()
                 .normalized()
@@ -610,12 +613,8 @@ mod tests {
                         .collect()
                 })
                 .collect();
-            let rel = |r: &[f32]| {
-                let dot: f64 = r.iter().zip(&c0).map(|(&a, &b)| f64::from(a) * b).sum();
-                dot / r.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt()
-            };
             if sorted {
-                raw.sort_by(|a, b| rel(b).total_cmp(&rel(a)));
+                in_retriever_order(&mut raw, &c0);
             }
             let e = crate::Embeddings::new(n, d, raw.concat(), "t").unwrap();
             let inv = e.inv_norms().unwrap();

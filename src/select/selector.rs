@@ -768,11 +768,8 @@ mod tests {
             if seed == 4 {
                 // A retriever's order (by cosine, as the pool's unit rows see it): the
                 // first pick is guessed.
-                let cos = |r: &[f32]| -> f64 {
-                    let dot: f64 = r.iter().zip(&q).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
-                    dot / r.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt()
-                };
-                raw.sort_by(|a, b| cos(b).total_cmp(&cos(a)));
+                let to: Vec<f64> = q.iter().map(|&v| f64::from(v)).collect();
+                super::super::dense::in_retriever_order(&mut raw, &to);
             }
             let pool = Pool::new(&engine, crate::Embeddings::new(n, d, raw.concat(), "t").unwrap()).unwrap();
             let guessed = Dense::lazy(&pool.rows_screened(), &q).unwrap().guessed(0);
