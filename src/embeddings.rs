@@ -627,6 +627,7 @@ pub fn unit_vector(v: &[f32], source: &str) -> Result<Vec<f32>> {
 /// `x` as f32, or why it cannot be one: a finite value that overflows to an infinity, or
 /// a non-zero value that underflows to 0. NaN and infinities pass through (the matrix
 /// checks refuse them, naming the row). Every loader and front end narrows through this.
+#[inline]
 pub fn narrow_f32(x: f64) -> std::result::Result<f32, String> {
     let y = x as f32;
     if x.is_finite() && !y.is_finite() {

@@ -71,7 +71,7 @@ def vectors(rows: Sequence[Any], what: str) -> np.ndarray:
     """Per-document vectors (lists or arrays) as one float32 matrix; a missing or ragged
     one is an InvalidInputError naming the document."""
     # Lists (or tuples) of numbers, as the frameworks hold them: read in one pass by the
-    # extension, several times faster than numpy's conversion of nested lists.
+    # extension, twice as fast as numpy's conversion of nested lists.
     m = _native.float_rows(rows, what)
     if m is not None:
         return m

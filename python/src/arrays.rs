@@ -127,12 +127,7 @@ pub fn float_rows<'py>(
                     .map_or_else(|_| "?".to_string(), |t| t.to_string());
                 invalid(py, &at(), format!("not a number ({ty})"))
             })?;
-            // narrow_f32's test, inline; the function for its message.
-            let y = x as f32;
-            if (y.is_infinite() && x.is_finite()) || (y == 0.0 && x != 0.0) {
-                return ctxprune::embeddings::narrow_f32(x).map_err(|m| invalid(py, &at(), m));
-            }
-            Ok(y)
+            ctxprune::embeddings::narrow_f32(x).map_err(|m| invalid(py, &at(), m))
         };
         for j in 0..len {
             out.push(value(j, row.get_item(j)?)?);
