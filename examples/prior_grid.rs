@@ -8,7 +8,7 @@
 //! `GROUPS` is a comma-separated list of noise levels of the problem set (its problems
 //! at each) and of `diffuse` / `trap` (`ctxprune eval`'s 20 generated problems a mode),
 //! optionally followed by `:even` or `:odd` for half of a set's problems. Each `CONFIG`
-//! is `PRIOR:CONCENTRATION[:auto][:bf16|:f16]` (`mips`, `score`, `zero` or `adaptive`;
+//! is `PRIOR:CONCENTRATION[:auto][:bf16|:f16]` (`mips`, `score`, `feedback`, `zero` or `adaptive`;
 //! `auto` adds auto's switch; `bf16` / `f16` read kernel rows from that copy; `evidence`
 //! fits the hyperparameters by the evidence). `PRIOR_GRID_BASE=CONFIG` compares with that
 //! config in place of BoundaryMORPH's defaults (`mips:1`); `PRIOR_GRID_PER=1` prints every
@@ -31,6 +31,7 @@ fn config(spec: &str, b: usize, k: usize, kernel: ctxprune::similarity::Kernel) 
     let prior = match f[0] {
         "mips" => Prior::Mips,
         "score" => Prior::Score,
+        "feedback" => Prior::Feedback,
         "zero" => Prior::Zero,
         "adaptive" => Prior::Adaptive,
         p => panic!("unknown prior {p}"),

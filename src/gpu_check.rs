@@ -120,18 +120,23 @@ fn reranks(gpu: &Engine, cpu: &Engine, rng: &mut Rng, rep: &mut CheckReport) -> 
     let q: Vec<f32> = (0..41).map(|_| rng.normal() as f32).collect();
     let scores: Vec<f64> = (0..701).map(|_| rng.uniform()).collect();
     let (pc, pg) = (Pool::from_embeddings(cpu, &e)?, Pool::from_embeddings(gpu, &e)?);
-    for (name, m, acq) in [
+    use crate::rerank::{Acquisition as A, Prior};
+    for (name, m, acq, prior) in [
+        ("boundary-morph", R::BoundaryMorph, A::Boundary, Prior::Mips),
+        // The prior re-shaped every 10 calls on the device's store (`GpStore::reprior`).
         (
-            "boundary-morph",
+            "boundary-morph --prior feedback",
             R::BoundaryMorph,
-            crate::rerank::Acquisition::Boundary,
+            A::Boundary,
+            Prior::Feedback,
         ),
-        ("bagel", R::Bagel, crate::rerank::Acquisition::Ucb),
-        ("ablation:ucb", R::BoundaryMorph, crate::rerank::Acquisition::Ucb),
-        ("rgs", R::Rgs, crate::rerank::Acquisition::Boundary),
+        ("bagel", R::Bagel, A::Ucb, Prior::Mips),
+        ("ablation:ucb", R::BoundaryMorph, A::Ucb, Prior::Mips),
+        ("rgs", R::Rgs, A::Boundary, Prior::Mips),
     ] {
         let mut cfg = RerankConfig::new(m, 60, 20);
         cfg.acquisition = acq;
+        cfg.prior = prior;
         cfg.kernel = KernelChoice::Fixed(Kernel::Vmf { kappa: 5.0 });
         let c =
             Reranker::new(cpu, cfg.clone())?.rerank(&pc, &q, &mut Precomputed::new(scores.clone(), 60)?)?;

@@ -39,6 +39,7 @@ mod rerank_auto;
 mod rerank_beyond;
 mod rerank_eval_set;
 mod rerank_evidence;
+mod rerank_feedback;
 mod rerank_precision;
 mod scorers;
 #[cfg(feature = "serve")]

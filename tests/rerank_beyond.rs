@@ -18,7 +18,13 @@ fn percentile(n: usize) -> Vec<f64> {
 }
 
 /// `q` distinct pool items not in `seen`, with their scores.
-fn fresh(rng: &mut Rng, n: usize, q: usize, seen: &mut Vec<usize>, scores: &[f64]) -> Vec<(usize, f64)> {
+pub(crate) fn fresh(
+    rng: &mut Rng,
+    n: usize,
+    q: usize,
+    seen: &mut Vec<usize>,
+    scores: &[f64],
+) -> Vec<(usize, f64)> {
     let mut out = Vec::new();
     while out.len() < q {
         let j = rng.below(n);

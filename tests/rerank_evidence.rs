@@ -739,9 +739,10 @@ pub(crate) enum Replay {
 /// dense posterior until the first fit; at 10 calls and whenever the calls have doubled, a
 /// fit of the evidence over the query and the calls (warm-started), then the dense
 /// posterior of the fitted model on the fitted kernel; the boundary rule at every step.
-/// [`Replay::Auto`] (`method = auto`: the score prior, the kernel's concentration
+/// [`Replay::Auto`] (`method = auto`: the feedback prior, the kernel's concentration
 /// doubled, the paper's hyperparameters): no fit, unless at 10 calls every score is below
-/// its switch; then the zero prior and the fits from there on.
+/// its switch; then the zero prior and the fits from there on; else the feedback prior
+/// re-shaped every 10 calls.
 pub(crate) fn evidence_replay(
     p: &P,
     scores: &[f64],
@@ -754,8 +755,10 @@ pub(crate) fn evidence_replay(
     let n = scores.len();
     let (prior, mut switch, concentration) = match how {
         Replay::Evidence(prior) => (prior, None, 1.0),
-        Replay::Auto => (Prior::Score, Some(AUTO_LOW_SCORE), AUTO_CONCENTRATION),
+        Replay::Auto => (Prior::Feedback, Some(AUTO_LOW_SCORE), AUTO_CONCENTRATION),
     };
+    // The feedback prior's next re-shaping (auto's, until a switch drops the prior).
+    let mut feedback = (prior == Prior::Feedback).then_some(ctxprune::rerank::FEEDBACK_EVERY);
     let mut evidence_on = switch.is_none();
     let mut kernel = p.kernel.concentrated(concentration);
     // The prior's values are pinned against their definition in rerank_beyond.
@@ -821,8 +824,17 @@ pub(crate) fn evidence_replay(
                     mu0 = vec![0.0; n];
                     mu0_q = 0.0;
                     evidence_on = true;
+                    feedback = None;
                 }
             }
+        }
+        // The feedback prior from every score so far, the confirming calls' included (its
+        // values are pinned against their definition in rerank_feedback).
+        if feedback.is_some_and(|due| calls.len() >= due && calls.len() < budget) {
+            let k = kernel_rows_in(&p.pool, &p.q, kernel, prec).unwrap();
+            let seen: Vec<(usize, f64)> = calls.iter().map(|&j| (j, scores[j])).collect();
+            mu0 = ctxprune::rerank::feedback_mean(&k, &seen).unwrap();
+            feedback = Some(calls.len() + ctxprune::rerank::FEEDBACK_EVERY);
         }
         if evidence_on && calls.len() >= next && calls.len() < budget {
             let k = kernel_rows_in(&p.pool, &p.q, kernel, prec).unwrap();

@@ -345,7 +345,7 @@ fn rerank_mask_and_cost_answer_as_the_library() {
     assert!(
         v["notes"]
             .to_string()
-            .contains("auto: boundary-morph with the score prior"),
+            .contains("auto: boundary-morph with the feedback prior"),
         "{v}"
     );
     let (st, v) = post(

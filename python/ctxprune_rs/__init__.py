@@ -369,12 +369,13 @@ class Reranker:
     """A budgeted top-k configuration checked once: at most `budget` oracle calls to
     return the best `capacity` rows. `method`: "boundary-morph" (a Gaussian process over
     the pool with the boundary rule), "bagel", "single-stage", "rgs" (App. C.2),
-    "rgs-simple", or "auto" (boundary-morph with the score prior and the kernel's
+    "rgs-simple", or "auto" (boundary-morph with the feedback prior and the kernel's
     concentration doubled; if its first 10 scores and the MIPS top (up to 15) are all
     below 0.5, the zero prior and hyperparameters by the evidence from there on);
     `kernel`: "vmf"
     (default, concentration by the median heuristic unless `kappa`), "cosine", "rbf",
-    "matern52"; `prior` ("mips", "zero", "adaptive", "score") and `acquisition`
+    "matern52"; `prior` ("mips", "zero", "adaptive", "score", "feedback": the score prior
+    re-shaped every 10 calls from the query moved by the scores) and `acquisition`
     ("boundary", "ucb") for boundary-morph; `beta0` for UCB; `graph_degree`
     for rgs and rgs-simple, `seed_div` and `frac` for rgs; `batch` (documents per oracle
     call, boundary-morph and bagel); `token_capacity` (then `rerank` needs `tokens`);

@@ -25,6 +25,7 @@ def scores_for(X, q):
     ("boundary-morph", ["--prior", "zero", "--acquisition", "ucb", "--beta0", "0.5"]),
     ("boundary-morph", ["--batch", "4"]), ("bagel", ["--batch", "3"]),
     ("boundary-morph", ["--prior", "adaptive"]), ("boundary-morph", ["--prior", "score"]),
+    ("boundary-morph", ["--prior", "feedback", "--batch", "3"]),
     ("boundary-morph", ["--prior", "score", "--hyperparameters", "evidence", "--batch", "3"]),
     ("rgs", ["--seed-div", "3", "--frac", "0.5", "--graph-degree", "6"]), ("rgs-simple", []),
     ("boundary-morph", ["--row-precision", "bf16"]), ("bagel", ["--row-precision", "f16"]),

@@ -369,14 +369,55 @@ impl<'a> PoolKernel<'a> {
     /// ([`crate::rerank::prior_mean`]).
     #[must_use]
     pub fn query_cosines(&self) -> Vec<f64> {
-        let e = self.rows.e;
-        let inv = self.rows.inv;
         let y: Vec<f64> = self.query.iter().map(|&v| f64::from(v)).collect();
         let yinv = 1.0 / super::cpu::dot(&self.query, &self.query).sqrt();
+        self.cosines_of(&y, yinv)
+    }
+
+    /// Every pool row's cosine with `wq q + sum_j w_j x_j / |x_j|`: the unit query and
+    /// unit pool rows `j` weighted (a query moved by relevance feedback), from the f32 rows
+    /// as [`PoolKernel::query_cosines`] reads them; the vector is summed in f64, the
+    /// query first and then the rows in the order given. `None` when the vector is zero.
+    /// An index outside the pool, or a weight that is not finite, is an error naming it.
+    pub fn cosines_with(&self, wq: f64, w: &[(usize, f64)]) -> Result<Option<Vec<f64>>> {
+        let e = self.rows.e;
+        if !wq.is_finite() {
+            return Err(Error::invalid("query weight", format!("is {wq}")));
+        }
+        let mut y: Vec<f64> = self.query.iter().map(|&v| wq * f64::from(v)).collect();
+        for &(j, wj) in w {
+            if j >= e.rows() {
+                return Err(Error::invalid(
+                    "feedback",
+                    format!("index {j} outside the pool of {}", e.rows()),
+                ));
+            }
+            if !wj.is_finite() {
+                return Err(Error::invalid(
+                    format!("feedback weight of row {j}"),
+                    format!("is {wj}"),
+                ));
+            }
+            let s = wj * self.rows.inv[j];
+            y.iter_mut()
+                .zip(e.row(j))
+                .for_each(|(a, &x)| *a = s.mul_add(f64::from(x), *a));
+        }
+        let norm = y.iter().map(|v| v * v).sum::<f64>().sqrt();
+        if !(norm > 0.0 && norm.is_finite()) {
+            return Ok(None);
+        }
+        Ok(Some(self.cosines_of(&y, 1.0 / norm)))
+    }
+
+    /// Every pool row's cosine with `y` (inverse norm `yinv`) from the f32 rows, in f64.
+    fn cosines_of(&self, y: &[f64], yinv: f64) -> Vec<f64> {
+        let e = self.rows.e;
+        let inv = self.rows.inv;
         let mut out = vec![0.0; e.rows()];
         out.par_chunks_mut(ROW_BLOCK).enumerate().for_each(|(c, o)| {
             for (t, v) in o.iter_mut().enumerate() {
-                *v = cos_f64(e, None, inv, e.dim(), c * ROW_BLOCK + t, &y, yinv);
+                *v = cos_f64(e, None, inv, e.dim(), c * ROW_BLOCK + t, y, yinv);
             }
         });
         out
@@ -495,6 +536,11 @@ pub trait GpStore {
     fn append(&mut self, obs: Option<usize>, l: &[f64], lnn: f64, w: RowWeights) -> Result<()>;
     /// `a += sum_s w[s] V[from + s]` (residuals of those rows changed by `w`), in `s` order.
     fn reweight(&mut self, from: usize, w: &[f64]) -> Result<()>;
+    /// Replaces the prior means by `mu0` (one per pool item) and adds `sum_s w[s] V[s]`
+    /// into `c` (the whitened prior means of the observations changed by `w`, one per row
+    /// from the first), in `s` order: a prior that changes during a run (the feedback
+    /// prior) without new kernel rows.
+    fn reprior(&mut self, mu0: &[f64], w: &[f64]) -> Result<()>;
     /// The posterior in oracle units:
     /// `mean = ((mu0 + m) + (a - m b)) + delta (c - mu0)`, `var = s² max(1 - colsq, 0)`.
     fn posterior(&mut self, at: Readout, mean: &mut [f64], var: &mut [f64]) -> Result<()>;

@@ -1,5 +1,6 @@
-//! `method = "auto"`: BoundaryMORPH with the score prior ([`super::Prior::Score`]) and
-//! the kernel's concentration doubled ([`AUTO_CONCENTRATION`]), which lead BoundaryMORPH's
+//! `method = "auto"`: BoundaryMORPH with the feedback prior ([`super::Prior::Feedback`]:
+//! the score prior, re-shaped every 10 calls from the query moved by the scores) and the
+//! kernel's concentration doubled ([`AUTO_CONCENTRATION`]), which lead BoundaryMORPH's
 //! defaults on real text, with one switch for the case a MIPS prior fails, measured on
 //! `ctxprune eval`'s problems and on the real-text problem set (docs/rerank.md, "The
 //! method chosen for you"):
@@ -12,9 +13,9 @@
 //! than k documents are relevant; the MIPS top is where the prior is surest. If it is low too,
 //! the prior is contradicted, and the run goes on with the zero prior and hyperparameters
 //! by the evidence (warm-started from the concentrated kernel); otherwise the run goes on
-//! as before, the top's calls kept out of the GP (the boundary rule and the final order
-//! see them as scored). With no low start the run is BoundaryMORPH's with that prior and
-//! kernel, call for call; a first round past
+//! as before, the top's calls kept out of the GP (the boundary rule, the final order and
+//! the feedback prior see them as scored). With no low start the run is BoundaryMORPH's
+//! with that prior and kernel, call for call; a first round past
 //! [`EVIDENCE_MAX_OBSERVATIONS`](super::EVIDENCE_MAX_OBSERVATIONS) calls is not switched.
 //!
 //! The caller may still set what does not change the choice: `batch`, `token_capacity`,
@@ -76,7 +77,7 @@ pub(crate) fn config(o: &RerankOptions<'_>) -> Result<RerankConfig> {
         ..*o
     }
     .config()?;
-    cfg.prior = super::Prior::Score;
+    cfg.prior = super::Prior::Feedback;
     // The cosine kernel has no concentration to sharpen.
     let sharpened = cfg.kernel != KernelChoice::Median(KernelKind::Cosine);
     if sharpened {
@@ -89,7 +90,7 @@ pub(crate) fn config(o: &RerankOptions<'_>) -> Result<RerankConfig> {
         String::new()
     };
     cfg.chosen = Some(format!(
-        "auto: boundary-morph with the score prior{kernel}; the zero prior and hyperparameters by the evidence if the first {} scores and the MIPS top (up to {AUTO_CONFIRM}) are all below {AUTO_LOW_SCORE}",
+        "auto: boundary-morph with the feedback prior{kernel}; the zero prior and hyperparameters by the evidence if the first {} scores and the MIPS top (up to {AUTO_CONFIRM}) are all below {AUTO_LOW_SCORE}",
         super::EVIDENCE_FIRST
     ));
     Ok(cfg)

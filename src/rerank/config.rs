@@ -82,7 +82,27 @@ pub enum Prior {
     /// tail low, where the percentile spreads both evenly over `[0, 1]`. The square root
     /// was chosen by measurement on the real-text set (docs/rerank.md).
     Score,
+    /// The score prior from a query moved by the scores (Rocchio's relevance feedback,
+    /// [`super::prior::feedback_mean`]): the score prior until [`FEEDBACK_EVERY`] calls,
+    /// then, every [`FEEDBACK_EVERY`] calls while the budget lasts, the score prior's shape
+    /// of the rows' cosines with `q + beta c_rel - gamma c_non` (the unit query and the
+    /// centroids of the scored rows weighted by their scores and by one minus them;
+    /// [`FEEDBACK_BETA`], [`FEEDBACK_GAMMA`]). The GP keeps its observations and kernel
+    /// rows; only the prior means change ([`super::gp::Gp::set_prior`]).
+    Feedback,
 }
+
+/// Calls between two re-shapings of the feedback prior ([`Prior::Feedback`]), the first
+/// after this many.
+pub const FEEDBACK_EVERY: usize = 10;
+
+/// Rocchio's weight on the scored rows' centroid weighted by their scores (SMART's
+/// customary 0.75; [`Prior::Feedback`]).
+pub const FEEDBACK_BETA: f64 = 0.75;
+
+/// Rocchio's weight on the scored rows' centroid weighted by one minus their scores
+/// (SMART's customary 0.15; [`Prior::Feedback`]).
+pub const FEEDBACK_GAMMA: f64 = 0.15;
 
 /// The adaptive prior's ridge toward `alpha = 1` ([`super::gp::Gp::set_adaptive`]).
 pub const ADAPTIVE_RIDGE: f64 = 1.0;

@@ -272,6 +272,13 @@ pub fn variants() -> Vec<Variant> {
         Acquisition::Boundary,
         1.0,
     ));
+    out.push(v(
+        "bm(prior=feedback)",
+        Method::BoundaryMorph,
+        Prior::Feedback,
+        Acquisition::Boundary,
+        1.0,
+    ));
     let mut probed = v(
         "bm(adaptive,probes)",
         Method::BoundaryMorph,
@@ -292,7 +299,7 @@ pub fn variants() -> Vec<Variant> {
     let mut auto = v(
         "auto",
         Method::BoundaryMorph,
-        Prior::Score,
+        Prior::Feedback,
         Acquisition::Boundary,
         1.0,
     );

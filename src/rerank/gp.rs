@@ -368,6 +368,47 @@ impl<'k> Gp<'k> {
         self.store.reweight(first, &dw)
     }
 
+    /// Replaces the prior means of the pool by `mu0` (one per item; the query's stays):
+    /// the observations keep their scores, their residuals and prior means follow, and the
+    /// posterior is the one a GP built with `mu0` and fed the same observations in the same
+    /// order would have (to rounding), without new kernel rows: `L` and `V` do not depend
+    /// on the prior, so `L^{-1} r` and `L^{-1} mu0_A` are solved again (O(t²)) and `a` and
+    /// `c` take their changes as one pass over `V` each. An error names a length other
+    /// than the pool's or a value that is not finite.
+    pub fn set_prior(&mut self, mu0: Vec<f64>) -> Result<()> {
+        crate::backend::gp::check_len("prior", mu0.len(), self.n)?;
+        if let Some(i) = mu0.iter().position(|v| !v.is_finite()) {
+            return Err(Error::invalid(format!("prior[{i}]"), format!("is {}", mu0[i])));
+        }
+        for o in &mut self.obs {
+            if let Some(j) = o.idx {
+                let y = o.r + o.p;
+                o.p = mu0[j];
+                o.r = y - o.p;
+            }
+        }
+        self.mu0 = mu0;
+        if self.pinv.is_some() {
+            self.store.reprior(&self.mu0, &[])?;
+            self.pinv = Some(self.dense_pinv());
+            return Ok(());
+        }
+        let t = self.obs.len();
+        let (mut dr, mut dp) = (Vec::with_capacity(t), Vec::with_capacity(t));
+        for s in 0..t {
+            let row = &self.l[s];
+            let solve =
+                |u: &[f64], v: f64| (v - row[..s].iter().zip(u).map(|(a, b)| a * b).sum::<f64>()) / row[s];
+            let (r, p) = (solve(&self.ur, self.obs[s].r), solve(&self.up, self.obs[s].p));
+            dr.push(r - self.ur[s]);
+            dp.push(p - self.up[s]);
+            self.ur[s] = r;
+            self.up[s] = p;
+        }
+        self.store.reweight(0, &dr)?;
+        self.store.reprior(&self.mu0, &dp)
+    }
+
     fn kernel_row(&self, idx: Option<usize>) -> Vec<f64> {
         let mut row = vec![0.0; self.n];
         match idx {

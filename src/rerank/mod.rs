@@ -23,6 +23,10 @@
 //!   they arrive, so a prior the oracle contradicts fades to zero;
 //! - a score prior ([`Prior::Score`]): the shape of the MIPS scores themselves (min-max
 //!   scaled, square root) instead of their ranks ([`prior_mean`]);
+//! - a feedback prior ([`Prior::Feedback`]): the score prior re-shaped every
+//!   [`FEEDBACK_EVERY`] calls from the query moved by the scores (Rocchio's relevance
+//!   feedback, [`feedback_mean`]), under a GP that keeps its kernel rows
+//!   ([`gp::Gp::set_prior`]);
 //! - a token capacity: the selected set is the greedy fill of `T` tokens by posterior value
 //!   per token, and the boundary rule compares the set's members with the rest on value per
 //!   token.
@@ -61,13 +65,13 @@ use crate::similarity::Kernel;
 pub use acquire::{boundary_pick, boundary_pick_tokens, ucb_pick};
 pub use config::{
     Acquisition, Hyperparameters, KernelChoice, Method, Prior, RerankConfig, EVIDENCE_FIRST,
-    EVIDENCE_MAX_OBSERVATIONS,
+    EVIDENCE_MAX_OBSERVATIONS, FEEDBACK_BETA, FEEDBACK_EVERY, FEEDBACK_GAMMA,
 };
 use gp::PoolKernel;
 pub use gp::RowPrecision;
 pub use options::RerankOptions;
 pub use oracle::{Oracle, Precomputed};
-pub use prior::prior_mean;
+pub use prior::{feedback_mean, prior_mean};
 pub use reranker::{probe_ranks, rerank, rerank_tokens, Reranked, Reranker};
 
 /// The pool's kernel read on demand (rows of `K(pool, pool)` computed when asked, the

@@ -123,10 +123,11 @@ impl<'a> RerankOptions<'a> {
             "zero" => Prior::Zero,
             "adaptive" => Prior::Adaptive,
             "score" => Prior::Score,
+            "feedback" => Prior::Feedback,
             p => {
                 return Err(Error::invalid(
                     "prior",
-                    format!("unknown prior '{p}' (mips, zero, adaptive, score)"),
+                    format!("unknown prior '{p}' (mips, zero, adaptive, score, feedback)"),
                 ))
             }
         };

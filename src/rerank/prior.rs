@@ -1,12 +1,14 @@
 //! The GP's prior mean over the pool ([`Prior`]), as BoundaryMORPH starts from it.
 
-use super::config::Prior;
+use super::config::{Prior, FEEDBACK_BETA, FEEDBACK_GAMMA};
 use super::gp::PoolKernel;
+use crate::error::{Error, Result};
 
 /// The prior mean of every pool row (in MIPS order) under `prior`; the query's is 1 for
 /// every prior but [`Prior::Zero`]. [`Prior::Adaptive`] starts from the MIPS percentile
 /// (its scale is then fitted by the GP). [`Prior::Score`] reads the rows' cosines with the
-/// query (`rows.query_cosines()`); the others read only the pool's size.
+/// query (`rows.query_cosines()`), and so does [`Prior::Feedback`] before any feedback
+/// ([`feedback_mean`] after); the others read only the pool's size.
 #[must_use]
 pub fn prior_mean(prior: Prior, rows: &PoolKernel<'_>) -> Vec<f64> {
     use super::gp::KernelRows;
@@ -14,8 +16,46 @@ pub fn prior_mean(prior: Prior, rows: &PoolKernel<'_>) -> Vec<f64> {
     match prior {
         Prior::Zero => vec![0.0; n],
         Prior::Mips | Prior::Adaptive => percentile(n),
-        Prior::Score => score_shape(&rows.query_cosines()),
+        Prior::Score | Prior::Feedback => score_shape(&rows.query_cosines()),
     }
+}
+
+/// The feedback prior ([`Prior::Feedback`]) after the scores `scored` (pool row, score in
+/// `[0, 1]`, in the order they were scored): the score prior's shape of every row's cosine
+/// with Rocchio's moved query `q + beta sum_j y_j x_j / sum_j y_j - gamma sum_j (1 - y_j)
+/// x_j / sum_j (1 - y_j)` (unit query and rows; a centroid whose weights sum to zero is left
+/// out; beta [`FEEDBACK_BETA`], gamma [`FEEDBACK_GAMMA`]). With no scores, or where the
+/// moved query is zero, the score prior. A score outside `[0, 1]` or an index outside the pool is an error
+/// naming it.
+pub fn feedback_mean(rows: &PoolKernel<'_>, scored: &[(usize, f64)]) -> Result<Vec<f64>> {
+    if let Some(&(j, y)) = scored.iter().find(|(_, y)| !(0.0..=1.0).contains(y)) {
+        return Err(Error::invalid(
+            format!("score of row {j}"),
+            format!("{y} is outside [0, 1]"),
+        ));
+    }
+    if scored.is_empty() {
+        return Ok(score_shape(&rows.query_cosines()));
+    }
+    let rel: f64 = scored.iter().map(|&(_, y)| y).sum();
+    let non: f64 = scored.iter().map(|&(_, y)| 1.0 - y).sum();
+    let w: Vec<(usize, f64)> = scored
+        .iter()
+        .map(|&(j, y)| {
+            let mut w = 0.0;
+            if rel > 0.0 {
+                w += FEEDBACK_BETA * y / rel;
+            }
+            if non > 0.0 {
+                w -= FEEDBACK_GAMMA * (1.0 - y) / non;
+            }
+            (j, w)
+        })
+        .collect();
+    Ok(match rows.cosines_with(1.0, &w)? {
+        Some(cos) => score_shape(&cos),
+        None => score_shape(&rows.query_cosines()),
+    })
 }
 
 /// The MIPS percentile `(N-1-pos)/(N-1)` (1 for a pool of one).

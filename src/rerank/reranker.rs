@@ -12,7 +12,7 @@ use super::rgs::rgs;
 use super::run::Run;
 use super::{
     kernel_rows, kernel_rows_in, Acquisition, Hyperparameters, KernelChoice, Method, Oracle, Prior,
-    RerankConfig, RowPrecision, EVIDENCE_FIRST, EVIDENCE_MAX_OBSERVATIONS,
+    RerankConfig, RowPrecision, EVIDENCE_FIRST, EVIDENCE_MAX_OBSERVATIONS, FEEDBACK_EVERY,
 };
 use crate::backend::{BackendKind, Engine, Storage};
 use crate::error::{Error, Result};
@@ -213,15 +213,21 @@ impl Reranker {
                     "evidence fits the prior's scale itself; use it with the mips, zero or score prior",
                 ));
             }
+            if cfg.prior == Prior::Feedback {
+                return Err(Error::invalid(
+                    "hyperparameters",
+                    "evidence fits the prior's scale and offset to one prior, and the feedback prior changes during the run; use it with the mips, zero or score prior",
+                ));
+            }
         }
         if let Some(t) = cfg.switch_below {
             if !(cfg.method == Method::BoundaryMorph
-                && (cfg.prior == Prior::Mips || cfg.prior == Prior::Score)
+                && matches!(cfg.prior, Prior::Mips | Prior::Score | Prior::Feedback)
                 && cfg.hyperparameters == Hyperparameters::Paper)
             {
                 return Err(Error::invalid(
                     "switch_below",
-                    "applies to boundary-morph with the mips or score prior and the paper's hyperparameters",
+                    "applies to boundary-morph with the mips, score or feedback prior and the paper's hyperparameters",
                 ));
             }
             if !(t > 0.0 && t <= 1.0) {
@@ -388,6 +394,8 @@ impl Reranker {
                 let mut by_evidence = cfg.hyperparameters == Hyperparameters::Evidence;
                 // Checked once, after EVIDENCE_FIRST calls (`switch_below`).
                 let mut switch = cfg.switch_below;
+                // The feedback prior's next re-shaping (off once a switch drops the prior).
+                let mut feedback = (prior == Prior::Feedback).then_some(FEEDBACK_EVERY);
                 // One epoch per set of hyperparameters: the GP is rebuilt when a fit
                 // changes them, with every call so far replayed as one block.
                 let mut epoch = Epoch {
@@ -415,12 +423,7 @@ impl Reranker {
                     let mut gp = Gp::with_jitter(rows, store, mu0.clone(), mu0_q, epoch.jitter)?;
                     gp.set_fitted(epoch.fitted.map(|h| h.fitted()))?;
                     if !run.scored.is_empty() {
-                        let seen: Vec<(usize, f64)> = run
-                            .scored
-                            .iter()
-                            .map(|&j| (j, run.y[j].unwrap_or(f64::NAN)))
-                            .collect();
-                        gp.observe_batch(&seen)?;
+                        gp.observe_batch(&run.observed())?;
                     } else if prior == Prior::Adaptive {
                         gp.set_adaptive(ADAPTIVE_RIDGE)?;
                         // Options refuse more probes than the budget; a budget above the
@@ -508,6 +511,7 @@ impl Reranker {
                                 // The MIPS top scored low: the prior is contradicted. The
                                 // zero prior from here on, with the evidence's fits.
                                 switched = true;
+                                feedback = None;
                                 let top = (0..n.min(AUTO_CONFIRM)).filter(|&j| run.y[j].is_some()).count();
                                 mu0 = vec![0.0; n];
                                 mu0_q = 0.0;
@@ -529,6 +533,11 @@ impl Reranker {
                                 });
                                 break;
                             }
+                        }
+                        let calls = run.scored.len();
+                        if feedback.is_some_and(|due| calls >= due && calls < budget) {
+                            feedback = Some(calls + FEEDBACK_EVERY);
+                            mu0 = reshape(&mut search.gp, rows, &run)?;
                         }
                         if by_evidence
                             && calls >= epoch.next_fit
@@ -627,6 +636,15 @@ impl Reranker {
             backend,
         })
     }
+}
+
+/// Re-shapes the feedback prior ([`Prior::Feedback`]) from Rocchio's moved query over
+/// every score so far (the MIPS top's confirming calls included) and puts it under `gp`,
+/// which keeps its kernel rows and observations; returns the new prior.
+fn reshape(gp: &mut Gp<'_>, rows: &PoolKernel<'_>, run: &Run<'_>) -> Result<Vec<f64>> {
+    let mu0 = super::feedback_mean(rows, &run.observed())?;
+    gp.set_prior(mu0.clone())?;
+    Ok(mu0)
 }
 
 /// The GP's hyperparameters between two fits of the evidence.

@@ -43,6 +43,15 @@ impl Run<'_> {
         Ok(ys)
     }
 
+    /// Every call so far with its score, in the order they were made.
+    pub(super) fn observed(&self) -> Vec<(usize, f64)> {
+        self.scored
+            .iter()
+            .copied()
+            .zip(self.scores.iter().copied())
+            .collect()
+    }
+
     /// Final values of the methods without a GP: scored documents above the tail, by
     /// score; the tail in MIPS order.
     pub(super) fn scored_above_tail(&self) -> Vec<f64> {

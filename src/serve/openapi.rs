@@ -96,7 +96,7 @@ pub fn document() -> Value {
             "pool": string(), "embeddings": embeddings(), "query": nums(),
             "budget": count(), "capacity": count(),
             "kernel": enumerated(&["vmf", "cosine", "rbf", "matern52"]), "kappa": num(),
-            "prior": enumerated(&["mips", "zero", "adaptive", "score"]), "acquisition": enumerated(&["boundary", "ucb"]),
+            "prior": enumerated(&["mips", "zero", "adaptive", "score", "feedback"]), "acquisition": enumerated(&["boundary", "ucb"]),
             "beta0": num(), "graph_degree": count(), "seed_div": num(), "frac": num(),
             "batch": count(), "token_capacity": count(), "tokens": nums(), "prior_probes": count(),
             "row_precision": enumerated(&["f32", "bf16", "f16"]),

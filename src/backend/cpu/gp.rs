@@ -117,17 +117,15 @@ impl GpStore for CpuStore<'_> {
 
     fn reweight(&mut self, from: usize, w: &[f64]) -> Result<()> {
         check_rows(from, w.len(), self.t)?;
-        let (n, v) = (self.n, &self.v);
-        self.a.par_chunks_mut(512).enumerate().for_each(|(c, aa)| {
-            let c0 = c * 512;
-            for (i, x) in aa.iter_mut().enumerate() {
-                let mut acc = *x;
-                for (s, &ws) in w.iter().enumerate() {
-                    acc = ws.mul_add(f64::from(v[(from + s) * n + c0 + i]), acc);
-                }
-                *x = acc;
-            }
-        });
+        add_rows(&self.v, self.n, from, w, &mut self.a);
+        Ok(())
+    }
+
+    fn reprior(&mut self, mu0: &[f64], w: &[f64]) -> Result<()> {
+        check_len("GP prior: mu0", mu0.len(), self.n)?;
+        check_rows(0, w.len(), self.t)?;
+        self.mu0.copy_from_slice(mu0);
+        add_rows(&self.v, self.n, 0, w, &mut self.c);
         Ok(())
     }
 
@@ -140,4 +138,18 @@ impl GpStore for CpuStore<'_> {
         }
         Ok(())
     }
+}
+
+/// `out += sum_s w[s] V[from + s]` over the stored rows `v` (`n` a row), in `s` order.
+fn add_rows(v: &[f32], n: usize, from: usize, w: &[f64], out: &mut [f64]) {
+    out.par_chunks_mut(512).enumerate().for_each(|(c, oo)| {
+        let c0 = c * 512;
+        for (i, x) in oo.iter_mut().enumerate() {
+            let mut acc = *x;
+            for (s, &ws) in w.iter().enumerate() {
+                acc = ws.mul_add(f64::from(v[(from + s) * n + c0 + i]), acc);
+            }
+            *x = acc;
+        }
+    });
 }

@@ -225,6 +225,12 @@ impl GpStore for DevStore<'_> {
         self.poison.guard(r)
     }
 
+    fn reprior(&mut self, mu0: &[f64], w: &[f64]) -> Result<()> {
+        self.poison.check(self.rows.ordinal)?;
+        let r = self.reprior_inner(mu0, w);
+        self.poison.guard(r)
+    }
+
     fn posterior(&mut self, at: Readout, mean: &mut [f64], var: &mut [f64]) -> Result<()> {
         self.poison.check(self.rows.ordinal)?;
         let r = self.posterior_inner(at, mean, var);
@@ -312,6 +318,20 @@ impl DevStore<'_> {
 
     fn reweight_inner(&mut self, from: usize, w: &[f64]) -> Result<()> {
         check_rows(from, w.len(), self.t)?;
+        let n = self.n;
+        self.add_rows(from, w, n..2 * n)
+    }
+
+    fn reprior_inner(&mut self, mu0: &[f64], w: &[f64]) -> Result<()> {
+        checked_len("mu0", mu0.len(), self.n)?;
+        check_rows(0, w.len(), self.t)?;
+        self.lane.write(mu0, self.mu0.vm())?;
+        let n = self.n;
+        self.add_rows(0, w, 3 * n..4 * n)
+    }
+
+    /// `sums[at] += sum_s w[s] V[from + s]` (`at`: `a`'s or `c`'s range of the sums).
+    fn add_rows(&mut self, from: usize, w: &[f64], at: std::ops::Range<usize>) -> Result<()> {
         if w.is_empty() {
             return Ok(());
         }
@@ -325,7 +345,7 @@ impl DevStore<'_> {
             to_i32(from, "GP rows")?,
             to_i32(w.len(), "GP rows")?,
             self.w.v(),
-            self.sums.slice_mut(n..2 * n),
+            self.sums.slice_mut(at),
         )
     }
 

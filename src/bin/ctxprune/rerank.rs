@@ -8,7 +8,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct RerankArgs {
     /// boundary-morph, bagel, single-stage, rgs (App. C.2), rgs-simple, or auto
-    /// (boundary-morph with the score prior and the kernel's concentration doubled; if its
+    /// (boundary-morph with the feedback prior and the kernel's concentration doubled; if its
     /// first 10 scores and the MIPS top (up to 15) are all below 0.5, the zero prior and
     /// hyperparameters by the evidence from there on).
     #[arg(long)]
@@ -61,7 +61,9 @@ pub struct RerankArgs {
     pub kappa: Option<f32>,
     /// boundary-morph's prior: mips (default), zero, adaptive (the MIPS prior's scale
     /// re-fitted to the scores after every call, fading to zero when they contradict it),
-    /// or score (the square root of the query cosine after min-max scaling over the pool).
+    /// score (the square root of the query cosine after min-max scaling over the pool), or
+    /// feedback (the score prior from the query moved toward the scored documents by their
+    /// scores, Rocchio's relevance feedback, every 10 calls).
     #[arg(long)]
     pub prior: Option<String>,
     /// boundary-morph's acquisition: boundary (default) or ucb.

@@ -1,0 +1,291 @@
+//! The feedback prior (`Prior::Feedback`, issue 30): Rocchio's moved query against a
+//! direct f64 evaluation of its definition, `Gp::set_prior` against a GP built on the new
+//! prior and a dense refit, and BoundaryMORPH with it against a dense replay, call for call
+//! and in its final order, on every thread count.
+
+use crate::rerank::{bp, full_refit, overlay, pool, rerank, P};
+use crate::rerank_beyond::fresh;
+use ctxprune::rerank::gp::Gp;
+use ctxprune::rerank::{
+    feedback_mean, kernel_rows, prior_mean, Hyperparameters, Method, Precomputed, Prior, RerankConfig,
+    RerankOptions, Reranker, FEEDBACK_BETA, FEEDBACK_EVERY, FEEDBACK_GAMMA,
+};
+use ctxprune::rng::Rng;
+use ctxprune::{Embeddings, Engine, Pool};
+
+/// The feedback prior from its definition, in f64 from the raw rows: the unit query plus
+/// beta times the unit rows' centroid weighted by the scores, minus gamma times their
+/// centroid weighted by one minus the scores (a centroid whose weights sum to zero left
+/// out); every row's cosine with it, min-max scaled over the pool, square root.
+fn slow_feedback(raw: &Embeddings, q: &[f32], scored: &[(usize, f64)]) -> (Vec<f64>, f64) {
+    let unit = |v: &[f32]| {
+        let norm = v.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+        v.iter().map(|&x| f64::from(x) / norm).collect::<Vec<f64>>()
+    };
+    let mut m = unit(q);
+    let rel: f64 = scored.iter().map(|s| s.1).sum();
+    let non: f64 = scored.iter().map(|s| 1.0 - s.1).sum();
+    for &(j, y) in scored {
+        let x = unit(raw.row(j));
+        let w = if rel > 0.0 { FEEDBACK_BETA * y / rel } else { 0.0 }
+            - if non > 0.0 {
+                FEEDBACK_GAMMA * (1.0 - y) / non
+            } else {
+                0.0
+            };
+        m.iter_mut().zip(&x).for_each(|(a, b)| *a += w * b);
+    }
+    let mnorm = m.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let cos: Vec<f64> = (0..raw.rows())
+        .map(|i| unit(raw.row(i)).iter().zip(&m).map(|(a, b)| a * b).sum::<f64>() / mnorm)
+        .collect();
+    let lo = cos.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = cos.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (
+        cos.iter().map(|c| ((c - lo) / (hi - lo)).sqrt()).collect(),
+        hi - lo,
+    )
+}
+
+#[test]
+fn feedback_prior_is_the_score_shape_of_rocchios_moved_query() {
+    for &(n, d, seed) in &[(37usize, 9usize, 61u64), (64, 5, 62), (203, 17, 63)] {
+        let (raw, q, _) = crate::raw_problem(n, d, seed);
+        let pool = Pool::new(&Engine::cpu(), raw.clone()).unwrap();
+        let rows = kernel_rows(&pool, &q, ctxprune::similarity::Kernel::Cosine).unwrap();
+        let mut rng = Rng::new(seed);
+        let mut picked: Vec<usize> = Vec::new();
+        while picked.len() < 11 {
+            let j = rng.below(n);
+            if !picked.contains(&j) {
+                picked.push(j);
+            }
+        }
+        let graded: Vec<(usize, f64)> = picked.iter().map(|&j| (j, rng.uniform())).collect();
+        let cases: Vec<(&str, Vec<(usize, f64)>)> = vec![
+            ("graded", graded.clone()),
+            // No relevant centroid (every score 0) and no non-relevant one (every score 1).
+            ("all zero", picked.iter().map(|&j| (j, 0.0)).collect()),
+            ("all one", picked.iter().map(|&j| (j, 1.0)).collect()),
+            ("one row", vec![(picked[3], 0.7)]),
+        ];
+        let score = prior_mean(Prior::Score, &rows);
+        for (what, scored) in cases {
+            let got = feedback_mean(&rows, &scored).unwrap();
+            let (want, span) = slow_feedback(&raw, &q, &scored);
+            assert!(span > 0.1, "n={n} {what}: a spread-out pool");
+            // The pool reads unit f32 copies of the rows: the squares agree to f32's
+            // precision over the cosines' span (as the score prior's do).
+            let sq = |v: &[f64]| v.iter().map(|m| m * m).collect::<Vec<f64>>();
+            crate::assert_close(&format!("n={n} {what}"), &sq(&got), &sq(&want), 1e-6 / span);
+            assert_ne!(got, score, "n={n} {what}: the scores move the prior");
+        }
+        // No score yet: the score prior, bit for bit.
+        assert_eq!(feedback_mean(&rows, &[]).unwrap(), score, "n={n}");
+        assert_eq!(prior_mean(Prior::Feedback, &rows), score, "n={n}");
+        // Bad input names the row.
+        for (bad, want) in [
+            (vec![(n, 0.5)], format!("index {n} outside the pool of {n}")),
+            (
+                vec![(2, 1.5)],
+                "score of row 2: 1.5 is outside [0, 1]".to_string(),
+            ),
+            (vec![(1, 0.5), (4, f64::NAN)], "score of row 4: NaN".to_string()),
+        ] {
+            let e = feedback_mean(&rows, &bad).unwrap_err().to_string();
+            assert!(e.contains(&want), "{e}");
+        }
+    }
+}
+
+#[test]
+fn a_new_prior_under_a_gp_is_the_gp_built_on_it() {
+    for &(n, d, seed, adaptive) in &[
+        (41usize, 7usize, 71u64, false),
+        (29, 13, 72, true),
+        (57, 5, 73, false),
+        (45, 9, 74, true),
+    ] {
+        let (p, scores) = pool(n, d, seed);
+        let k = p.rows();
+        let mu0 = prior_mean(Prior::Score, &k);
+        let mut rng = Rng::new(seed);
+        let mu1: Vec<f64> = (0..n).map(|_| rng.uniform()).collect();
+        let new = |mu: &[f64]| {
+            let mut gp = Gp::new(&k, mu.to_vec(), 1.0).unwrap();
+            if adaptive {
+                gp.set_adaptive(1.0).unwrap();
+            }
+            gp
+        };
+        let (mut moved, mut built) = (new(&mu0), new(&mu1));
+        let mut seen = Vec::new();
+        let one = fresh(&mut rng, n, 6, &mut seen, &scores);
+        let block = fresh(&mut rng, n, 4, &mut seen, &scores);
+        for gp in [&mut moved, &mut built] {
+            for &(j, y) in &one {
+                gp.observe(j, y).unwrap();
+            }
+            gp.observe_batch(&block).unwrap();
+        }
+        moved.set_prior(mu1.clone()).unwrap();
+        let later = fresh(&mut rng, n, 3, &mut seen, &scores);
+        for stage in ["after the new prior", "after three more calls"] {
+            let (mut m1, mut v1, mut m2, mut v2) = (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+            moved.posterior(&mut m1, &mut v1).unwrap();
+            built.posterior(&mut m2, &mut v2).unwrap();
+            let at = format!("n={n} adaptive={adaptive} {stage}");
+            // The same L and V; the new prior's corrections are read back from V's f32
+            // storage where the built GP summed each row before rounding (as revisions).
+            crate::assert_close(&format!("mean {at}"), &m1, &m2, 1e-6);
+            crate::assert_close(&format!("var {at}"), &v1, &v2, 1e-9);
+            assert!((moved.alpha() - built.alpha()).abs() <= 1e-9, "alpha {at}");
+            if !adaptive {
+                let obs: Vec<(Option<usize>, f64)> = std::iter::once((None, 0.0))
+                    .chain(
+                        seen.iter()
+                            .take(moved.observations() - 1)
+                            .map(|&j| (Some(j), scores[j] - mu1[j])),
+                    )
+                    .collect();
+                let (m3, v3) = full_refit(&k, &mu1, &obs, 1e-4);
+                crate::assert_close(&format!("mean vs a dense refit {at}"), &m1, &m3, 1e-5);
+                crate::assert_close(&format!("var vs a dense refit {at}"), &v1, &v3, 1e-5);
+            }
+            if stage.starts_with("after the new") {
+                for gp in [&mut moved, &mut built] {
+                    for &(j, y) in &later {
+                        gp.observe(j, y).unwrap();
+                    }
+                }
+            }
+        }
+        let e = moved.set_prior(vec![0.5; n - 1]).unwrap_err().to_string();
+        assert!(e.contains("prior"), "{e}");
+        let mut bad = mu1.clone();
+        bad[3] = f64::NAN;
+        let e = moved.set_prior(bad).unwrap_err().to_string();
+        assert!(e.contains("prior[3]"), "{e}");
+    }
+}
+
+/// What BoundaryMORPH with the feedback prior must do, from scratch: the dense posterior
+/// over the score prior; after every `FEEDBACK_EVERY` calls while the budget lasts, the
+/// prior re-shaped from every score so far and the dense posterior over it (the residuals
+/// of every call against the new prior); the final order by value, ties to the lower
+/// index.
+fn feedback_replay(p: &P, scores: &[f64], budget: usize, cap: usize) -> (Vec<usize>, Vec<usize>) {
+    let k = p.rows();
+    let n = scores.len();
+    let mut mu0 = prior_mean(Prior::Score, &k);
+    let mut y = vec![None; n];
+    let mut calls: Vec<usize> = vec![];
+    let posterior = |mu0: &[f64], calls: &[usize], y: &[Option<f64>]| {
+        let obs: Vec<(Option<usize>, f64)> = std::iter::once((None, 0.0))
+            .chain(calls.iter().map(|&j| (Some(j), scores[j] - mu0[j])))
+            .collect();
+        let (mut m, mut v) = full_refit(&k, mu0, &obs, 1e-4);
+        overlay(&mut m, &mut v, y);
+        (m, v)
+    };
+    let observed = |calls: &[usize]| calls.iter().map(|&j| (j, scores[j])).collect::<Vec<_>>();
+    while calls.len() < budget {
+        let (m, v) = posterior(&mu0, &calls, &y);
+        let Some(j) = bp(&m, &v, &y, cap) else {
+            break;
+        };
+        calls.push(j);
+        y[j] = Some(scores[j]);
+        if calls.len() % FEEDBACK_EVERY == 0 && calls.len() < budget {
+            mu0 = feedback_mean(&k, &observed(&calls)).unwrap();
+        }
+    }
+    let (m, _) = posterior(&mu0, &calls, &y);
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| m[b].total_cmp(&m[a]).then(a.cmp(&b)));
+    order.truncate(cap);
+    (calls, order)
+}
+
+#[test]
+fn boundary_morph_with_the_feedback_prior_follows_a_dense_replay() {
+    assert_eq!(FEEDBACK_EVERY, 10);
+    for &(n, d, seed, budget, cap) in &[
+        (61usize, 9usize, 81u64, 27usize, 7usize),
+        (47, 13, 82, 21, 5),
+        (53, 6, 83, 10, 9),
+        (40, 7, 84, 9, 4),
+    ] {
+        let (p, scores) = pool(n, d, seed);
+        let mut cfg = RerankConfig::new(Method::BoundaryMorph, budget, cap);
+        cfg.prior = Prior::Feedback;
+        let run = |cfg: &RerankConfig| {
+            rerank(cfg, &p, &mut Precomputed::new(scores.clone(), budget).unwrap()).unwrap()
+        };
+        let got = run(&cfg);
+        let (calls, top) = feedback_replay(&p, &scores, budget, cap);
+        let at = format!("n={n} B={budget} k={cap}");
+        assert_eq!(got.scored, calls, "{at}");
+        assert_eq!(got.selected, top, "{at}");
+        // The score prior's run: the same first ten calls, then the feedback's own.
+        cfg.prior = Prior::Score;
+        let score = run(&cfg);
+        let first = budget.min(FEEDBACK_EVERY);
+        assert_eq!(score.scored[..first], got.scored[..first], "{at}");
+        if budget > 20 {
+            assert_ne!(score.scored, got.scored, "{at}: the feedback changes the calls");
+        }
+        // Same input, same output on one thread and on three, in batches too.
+        for batch in [1, 4] {
+            let mut cfg = RerankConfig::new(Method::BoundaryMorph, budget, cap);
+            cfg.prior = Prior::Feedback;
+            cfg.batch = batch;
+            let on = |threads: usize| {
+                let tp = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                tp.install(|| run(&cfg))
+            };
+            let (a, b) = (on(1), on(3));
+            assert_eq!(
+                (&a.scored, &a.selected),
+                (&b.scored, &b.selected),
+                "{at} q={batch}"
+            );
+            assert_eq!(a.scored.len(), budget, "{at} q={batch}");
+        }
+    }
+}
+
+#[test]
+fn the_feedback_prior_is_named_and_refused_where_it_does_not_apply() {
+    let c = RerankOptions {
+        prior: Some("feedback"),
+        ..RerankOptions::new("boundary-morph", 30, 5)
+    }
+    .config()
+    .unwrap();
+    assert_eq!(c.prior, Prior::Feedback);
+    let e = RerankOptions {
+        prior: Some("rocchio"),
+        ..RerankOptions::new("boundary-morph", 30, 5)
+    }
+    .config()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("unknown prior 'rocchio' (mips, zero, adaptive, score, feedback)"),
+        "{e}"
+    );
+    let cfg = RerankConfig {
+        prior: Prior::Feedback,
+        hyperparameters: Hyperparameters::Evidence,
+        ..RerankConfig::new(Method::BoundaryMorph, 30, 5)
+    };
+    let e = Reranker::new(&Engine::cpu(), cfg).unwrap_err().to_string();
+    assert!(
+        e.starts_with("invalid hyperparameters: ") && e.contains("feedback prior changes during the run"),
+        "{e}"
+    );
+}
