@@ -14,7 +14,9 @@
 //! (its fits and rebuilds inside the clock), beside the paper's; `auto_n10000_k100_switched/100`
 //! is `method = "auto"` on scores that are all low (the same scores times 0.4), so it
 //! confirms at the MIPS top, switches, and fits from there; `auto_n10000_k100_kept/100` on
-//! the uniform scores, where it keeps its prior (the score prior, the doubled kappa).
+//! the uniform scores, where it keeps its prior (the feedback prior, the doubled kappa);
+//! `boundary_morph_n10000_k100_score/100` and `_feedback/100` are B = 100 with the score and
+//! the feedback prior (its re-shapings inside the clock).
 //!
 //! A `cuda` group runs the same on the GPU when `Engine::auto` finds one.
 //! Run: `cargo bench --bench rerank && python3 benches/medians.py`.
@@ -23,7 +25,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use ctxprune::demo::synthetic_pool;
 use ctxprune::rerank::gp::KernelRows;
 use ctxprune::rerank::{
-    kernel_rows_in, Hyperparameters, KernelChoice, Method, Precomputed, RerankConfig, RerankOptions,
+    kernel_rows_in, Hyperparameters, KernelChoice, Method, Precomputed, Prior, RerankConfig, RerankOptions,
     Reranker, RowPrecision,
 };
 use ctxprune::rng::Rng;
@@ -114,6 +116,23 @@ fn benches(c: &mut Criterion) {
                 },
             );
         }
+    }
+    // The score prior and the feedback prior (its re-shapings at 10, 20, ..., 90 calls: a
+    // pass of cosines over the pool and two passes over V each, no kernel row).
+    for (name, prior) in [
+        ("boundary_morph_n10000_k100_score", Prior::Score),
+        ("boundary_morph_n10000_k100_feedback", Prior::Feedback),
+    ] {
+        let budget = 100usize;
+        let mut fc = cfg(budget, RowPrecision::F32);
+        fc.prior = prior;
+        let r = Reranker::new(&cpu, fc).unwrap();
+        g.bench_with_input(BenchmarkId::new(name, budget), &budget, |b, &budget| {
+            b.iter(|| {
+                let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+                black_box(r.rerank(&pool, &p.query, &mut o).unwrap())
+            })
+        });
     }
     // Hyperparameters by the evidence: fits at 10, 20, 40 and 80 calls (B = 100), each
     // followed by a rebuild of the GP that replays the calls so far.
