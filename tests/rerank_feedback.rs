@@ -213,8 +213,9 @@ fn boundary_morph_with_the_feedback_prior_follows_a_dense_replay() {
     for &(n, d, seed, budget, cap) in &[
         (61usize, 9usize, 81u64, 27usize, 7usize),
         (47, 13, 82, 21, 5),
-        (53, 6, 83, 10, 9),
-        (40, 7, 84, 9, 4),
+        (53, 6, 83, 33, 9),
+        // A budget that ends at the first re-shaping's count: none is made.
+        (40, 7, 84, 10, 4),
     ] {
         let (p, scores) = pool(n, d, seed);
         let mut cfg = RerankConfig::new(Method::BoundaryMorph, budget, cap);
@@ -276,6 +277,19 @@ fn the_feedback_prior_is_named_and_refused_where_it_does_not_apply() {
     .to_string();
     assert!(
         e.contains("unknown prior 'rocchio' (mips, zero, adaptive, score, feedback)"),
+        "{e}"
+    );
+    // Refused by the options, with the flag named, and by the reranker.
+    let e = RerankOptions {
+        prior: Some("feedback"),
+        hyperparameters: Some("evidence"),
+        ..RerankOptions::new("boundary-morph", 30, 5)
+    }
+    .config()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("invalid hyperparameters: ") && e.contains("feedback prior changes during the run"),
         "{e}"
     );
     let cfg = RerankConfig {

@@ -84,7 +84,8 @@ pub enum Prior {
     Score,
     /// The score prior from a query moved by the scores (Rocchio's relevance feedback,
     /// [`super::prior::feedback_mean`]): the score prior until [`FEEDBACK_EVERY`] calls,
-    /// then, every [`FEEDBACK_EVERY`] calls while the budget lasts, the score prior's shape
+    /// then (after the round that reaches them, and again once [`FEEDBACK_EVERY`] more
+    /// calls have been made, while the budget lasts) the score prior's shape
     /// of the rows' cosines with `q + beta c_rel - gamma c_non` (the unit query and the
     /// centroids of the scored rows weighted by their scores and by one minus them;
     /// [`FEEDBACK_BETA`], [`FEEDBACK_GAMMA`]). The GP keeps its observations and kernel
@@ -92,8 +93,9 @@ pub enum Prior {
     Feedback,
 }
 
-/// Calls between two re-shapings of the feedback prior ([`Prior::Feedback`]), the first
-/// after this many.
+/// Calls before the feedback prior's first re-shaping ([`Prior::Feedback`]), and from each
+/// re-shaping to the next (counted from the calls made when it happened: with batches, or
+/// auto's confirming calls, it is not a multiple of this).
 pub const FEEDBACK_EVERY: usize = 10;
 
 /// Rocchio's weight on the scored rows' centroid weighted by their scores (SMART's

@@ -150,6 +150,12 @@ impl<'a> RerankOptions<'a> {
                 "evidence fits the prior's scale itself; use it with the mips, zero or score prior",
             ));
         }
+        if hyperparameters == Hyperparameters::Evidence && prior == Prior::Feedback {
+            return Err(Error::invalid(
+                "hyperparameters",
+                "evidence fits the prior's scale and offset to one prior, and the feedback prior changes during the run; use it with the mips, zero or score prior",
+            ));
+        }
         if self.kappa.is_some() && kind != KernelKind::Vmf {
             return Err(Error::invalid("kappa", "applies to the vmf kernel"));
         }

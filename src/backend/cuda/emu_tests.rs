@@ -51,12 +51,29 @@ fn the_device_gp_store_is_bit_equal_to_the_cpu_store() {
         let gpu = Box::new(super::gp::DevStore::new(&d, &dev_rows, &src, &mu0).unwrap());
         let mut a = crate::rerank::gp::Gp::with_store(&src, cpu, mu0.clone(), 1.0).unwrap();
         let mut b = crate::rerank::gp::Gp::with_store(&src, gpu, mu0.clone(), 1.0).unwrap();
+        // The adaptive prior reads `c` (its fade is not 0), which a new prior updates
+        // (`GpStore::reprior`): on two of the kernels, with new priors at steps 12 and 25.
+        if seed != 1 {
+            a.set_adaptive(1.0).unwrap();
+            b.set_adaptive(1.0).unwrap();
+        }
         let (mut m1, mut v1, mut m2, mut v2) = (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         for step in 0..40 {
             let j = rng.below(n);
             let y = rng.uniform();
             a.observe(j, y).unwrap();
             b.observe(j, y).unwrap();
+            if step % 13 == 12 {
+                let mu: Vec<f64> = (0..n).map(|_| rng.uniform()).collect();
+                a.set_prior(mu.clone()).unwrap();
+                b.set_prior(mu).unwrap();
+                if seed != 1 {
+                    assert!(
+                        a.alpha() < 1.0,
+                        "{k:?} step {step}: the prior fades, so c is read"
+                    );
+                }
+            }
             a.posterior(&mut m1, &mut v1).unwrap();
             b.posterior(&mut m2, &mut v2).unwrap();
             for i in 0..n {
