@@ -10,7 +10,8 @@
 //! optionally followed by `:even` or `:odd` for half of a set's problems. Each `CONFIG`
 //! is `PRIOR:CONCENTRATION[:auto][:bf16|:f16]` (`mips`, `score`, `feedback`, `zero` or `adaptive`;
 //! `auto` adds auto's switch; `bf16` / `f16` read kernel rows from that copy; `evidence`
-//! fits the hyperparameters by the evidence). `PRIOR_GRID_BASE=CONFIG` compares with that
+//! fits the hyperparameters by the evidence; `qN` calls the oracle with `N` documents a
+//! round, `batch = N`). `PRIOR_GRID_BASE=CONFIG` compares with that
 //! config in place of BoundaryMORPH's defaults (`mips:1`); `PRIOR_GRID_PER=1` prints every
 //! cell's per-problem differences to stderr. For every config it prints the mean CE-nCG@k difference from
 //! BoundaryMORPH's defaults over the cells B in {25, 50, 100} x k in {50, 100}, the
@@ -46,6 +47,7 @@ fn config(spec: &str, b: usize, k: usize, kernel: ctxprune::similarity::Kernel) 
             "bf16" => cfg.row_precision = RowPrecision::Bf16,
             "f16" => cfg.row_precision = RowPrecision::F16,
             "evidence" => cfg.hyperparameters = Hyperparameters::Evidence,
+            x if x.starts_with('q') => cfg.batch = x[1..].parse().unwrap(),
             x => panic!("unknown config field {x}"),
         }
     }
