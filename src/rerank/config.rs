@@ -93,6 +93,26 @@ pub enum Prior {
     Feedback,
 }
 
+impl Prior {
+    /// Refuses hyperparameters by the evidence with a prior they cannot fit (an error on
+    /// `hyperparameters` naming why): the adaptive prior fits its scale itself, and the
+    /// feedback prior changes during the run where the evidence fits one prior's scale and
+    /// offset. Checked by the options and by the reranker.
+    pub(crate) fn check_evidence(self) -> crate::error::Result<()> {
+        let why = match self {
+            Prior::Adaptive => "evidence fits the prior's scale itself",
+            Prior::Feedback => {
+                "evidence fits the prior's scale and offset to one prior, and the feedback prior changes during the run"
+            }
+            Prior::Mips | Prior::Zero | Prior::Score => return Ok(()),
+        };
+        Err(crate::error::Error::invalid(
+            "hyperparameters",
+            format!("{why}; use it with the mips, zero or score prior"),
+        ))
+    }
+}
+
 /// Calls before the feedback prior's first re-shaping ([`Prior::Feedback`]), and from each
 /// re-shaping to the next (counted from the calls made when it happened: with batches, or
 /// auto's confirming calls, it is not a multiple of this).

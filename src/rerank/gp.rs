@@ -359,9 +359,7 @@ impl<'k> Gp<'k> {
         }
         let mut dw = Vec::with_capacity(self.obs.len() - first);
         for s in first..self.obs.len() {
-            let row = &self.l[s];
-            let acc: f64 = row[..s].iter().zip(&self.ur).map(|(a, b)| a * b).sum();
-            let new = (self.obs[s].r - acc) / row[s];
+            let new = self.forward(s, &self.ur, self.obs[s].r);
             dw.push(new - self.ur[s]);
             self.ur[s] = new;
         }
@@ -396,10 +394,10 @@ impl<'k> Gp<'k> {
         let t = self.obs.len();
         let (mut dr, mut dp) = (Vec::with_capacity(t), Vec::with_capacity(t));
         for s in 0..t {
-            let row = &self.l[s];
-            let solve =
-                |u: &[f64], v: f64| (v - row[..s].iter().zip(u).map(|(a, b)| a * b).sum::<f64>()) / row[s];
-            let (r, p) = (solve(&self.ur, self.obs[s].r), solve(&self.up, self.obs[s].p));
+            let (r, p) = (
+                self.forward(s, &self.ur, self.obs[s].r),
+                self.forward(s, &self.up, self.obs[s].p),
+            );
             dr.push(r - self.ur[s]);
             dp.push(p - self.up[s]);
             self.ur[s] = r;
@@ -407,6 +405,14 @@ impl<'k> Gp<'k> {
         }
         self.store.reweight(0, &dr)?;
         self.store.reprior(&self.mu0, &dp)
+    }
+
+    /// Entry `s` of `L^{-1} v` by forward substitution, given its first `s` entries `u`
+    /// and `v`'s entry `v_s`.
+    fn forward(&self, s: usize, u: &[f64], v: f64) -> f64 {
+        let row = &self.l[s];
+        let acc: f64 = row[..s].iter().zip(u).map(|(a, b)| a * b).sum();
+        (v - acc) / row[s]
     }
 
     fn kernel_row(&self, idx: Option<usize>) -> Vec<f64> {

@@ -144,17 +144,8 @@ impl<'a> RerankOptions<'a> {
         if self.beta0.is_some() && method == M::BoundaryMorph && acquisition != Acquisition::Ucb {
             return Err(Error::invalid("beta0", "applies to the ucb acquisition"));
         }
-        if hyperparameters == Hyperparameters::Evidence && prior == Prior::Adaptive {
-            return Err(Error::invalid(
-                "hyperparameters",
-                "evidence fits the prior's scale itself; use it with the mips, zero or score prior",
-            ));
-        }
-        if hyperparameters == Hyperparameters::Evidence && prior == Prior::Feedback {
-            return Err(Error::invalid(
-                "hyperparameters",
-                "evidence fits the prior's scale and offset to one prior, and the feedback prior changes during the run; use it with the mips, zero or score prior",
-            ));
+        if hyperparameters == Hyperparameters::Evidence {
+            prior.check_evidence()?;
         }
         if self.kappa.is_some() && kind != KernelKind::Vmf {
             return Err(Error::invalid("kappa", "applies to the vmf kernel"));

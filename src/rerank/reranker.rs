@@ -207,18 +207,7 @@ impl Reranker {
                     format!("evidence applies to boundary-morph, not {}", cfg.method.name()),
                 ));
             }
-            if cfg.prior == Prior::Adaptive {
-                return Err(Error::invalid(
-                    "hyperparameters",
-                    "evidence fits the prior's scale itself; use it with the mips, zero or score prior",
-                ));
-            }
-            if cfg.prior == Prior::Feedback {
-                return Err(Error::invalid(
-                    "hyperparameters",
-                    "evidence fits the prior's scale and offset to one prior, and the feedback prior changes during the run; use it with the mips, zero or score prior",
-                ));
-            }
+            cfg.prior.check_evidence()?;
         }
         if let Some(t) = cfg.switch_below {
             if !(cfg.method == Method::BoundaryMorph
