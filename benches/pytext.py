@@ -6,13 +6,16 @@ chosen on.
 Passages: docstrings, each module read in its own interpreter (an import's side effects
 stay there): the module's docstring, then each public class and function it defines
 (or takes from a private module) with its signature and docstring, and each class's own
-public methods the same way. From the standard library, its public modules (the
-top-level modules of `sys.stdlib_module_names` and the public submodules of its
-packages; the IDLE, lib2to3, turtle demo, pydoc topic, distutils, ensurepip, test,
-Windows-only and joke modules left out), each labelled with its module (`urllib.parse`);
-from the interpreter's site-packages, each package with its public submodules, labelled
-with its import name (`httpx`). Split as benches/corpus.py splits text, at most
---per-module passages a label. Queries: the hand-written QUERIES below, each with the
+public methods and properties the same way. From the standard library, its public
+modules (the top-level modules of `sys.stdlib_module_names` and the public submodules of
+its packages; the IDLE, lib2to3, turtle demo, pydoc topic, distutils, ensurepip,
+encodings, test, Windows-only and joke modules left out), each labelled with its module
+(`urllib.parse`; the functions `os` takes from `posix` are documented under `posix`, so
+the questions that grade `os` grade `posix` with it); from the interpreter's
+site-packages, each package with its public submodules (those whose names start with `_`
+or `test` not imported), labelled with its import name (`httpx`). A module that does not
+import here, or has under 40 words of documentation, gives no passage (named on stderr).
+Split as benches/corpus.py splits text, at most --per-module passages a label. Queries: the hand-written QUERIES below, each with the
 modules that answer it (grade 2) and the modules close to it (grade 1); every other
 passage is grade 0. Embedded by the crate's own MiniLM (`ctxprune embed`). Cached under
 --cache. Nothing is downloaded. The measurement in docs/rerank.md ran it in the venv of
@@ -27,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import pkgutil
 import site
@@ -48,7 +50,7 @@ QUERIES = [
     ("Serialize Python objects to JSON text and read them back",
      "json json.decoder json.encoder orjson", "pickle marshal msgpack dataclasses_json marshmallow"),
     ("Run an external program and capture its output",
-     "subprocess", "os shlex asyncio.subprocess"),
+     "subprocess", "os posix shlex asyncio.subprocess"),
     ("Match text against regular expressions and substitute groups",
      "re regex", "fnmatch glob string"),
     ("Read and write CSV files with a header row",
@@ -84,9 +86,9 @@ QUERIES = [
     ("Exact decimal arithmetic for money with controlled rounding",
      "decimal", "fractions math numbers"),
     ("Copy, move and delete whole directory trees",
-     "shutil", "os pathlib tempfile"),
+     "shutil", "os posix pathlib tempfile"),
     ("Manipulate filesystem paths in an object-oriented way",
-     "pathlib", "posixpath os glob"),
+     "pathlib", "posixpath os posix glob"),
     ("Store records in a small embedded SQL database",
      "sqlite3 sqlite3.dbapi2 aiosqlite", "shelve dbm dbm.dumb sqlalchemy"),
     ("Parse and build XML documents",
@@ -106,7 +108,7 @@ QUERIES = [
     ("Cache the results of a function and create partial functions",
      "functools", "itertools operator"),
     ("Temporary files and directories that are removed automatically",
-     "tempfile", "os shutil"),
+     "tempfile", "os posix shutil"),
     ("Define enumerations with named constant members",
      "enum", "typing"),
     ("Low-level network sockets for TCP and UDP",
@@ -136,63 +138,79 @@ QUERIES = [
     ("Encrypt data with a symmetric key and sign it",
      "cryptography", "hmac hashlib secrets ssl"),
     ("Watch a directory for changes to its files",
-     "watchfiles", "os"),
+     "watchfiles", "os posix"),
     ("Read and write YAML documents",
      "yaml", "json configparser"),
 ]
 
 # Left out: not documentation of a library a program uses (IDLE, the 2to3 fixers, the
-# turtle demos, pydoc's topic data, the test suite), deprecated or removed machinery
-# (distutils, ensurepip), Windows-only modules, and the two jokes (which act on import).
+# turtle demos, pydoc's topic data, the codecs of `encodings`, the test suite), deprecated
+# or removed machinery (distutils, ensurepip), Windows-only modules, and the two jokes
+# (which act on import).
 SKIP = {"idlelib", "lib2to3", "turtledemo", "pydoc_data", "distutils", "ensurepip", "test",
         "msilib", "msvcrt", "nt", "ntpath", "nturl2path", "winreg", "winsound", "antigravity",
         "this", "encodings"}
 
 # Read in its own interpreter (one module, so an import's side effects stay there): the
 # module's docstring, then what it defines (or takes from a private module, as
-# concurrent.futures from concurrent.futures._base), in `__all__` or `dir` order.
+# concurrent.futures from concurrent.futures._base), in `__all__` or `dir` order, each
+# piece printed as it is read (a timeout keeps what was read); a name whose reading
+# raises is left out, not the module. With `words`, a package's public submodules follow
+# (depth first in name order, private and test subpackages not imported), until that
+# many words or 60 s.
 READER = r"""
 import importlib, inspect, pkgutil, sys, time
-parts = []
-def sig(o):
-    try:
-        return str(inspect.signature(o))
-    except (TypeError, ValueError):
-        return ""
+words = 0
+def put(text):
+    global words
+    if text:
+        words += len(text.split())
+        sys.stdout.write(text + "\n\n")
+        sys.stdout.flush()
 def doc(name, o):
     d = inspect.getdoc(o)
     if d:
-        parts.append(f"{name}{sig(o)}\n{d}")
+        try:
+            sig = str(inspect.signature(o))
+        except Exception:
+            sig = ""
+        put(f"{name}{sig}\n{d}")
 def module(m):
-    parts.append(inspect.getdoc(m) or "")
+    put(inspect.getdoc(m) or "")
     for name in getattr(m, "__all__", None) or dir(m):
-        if not isinstance(name, str) or name.startswith("_"):
+        try:
+            if not isinstance(name, str) or name.startswith("_"):
+                continue
+            o = getattr(m, name, None)
+            if not (inspect.isclass(o) or inspect.isroutine(o)):
+                continue
+            home = getattr(o, "__module__", None) or m.__name__
+            if home != m.__name__ and not any(p.startswith("_") for p in home.split(".")):
+                continue  # documented where it is defined
+            doc(name, o)
+            if inspect.isclass(o):
+                for k, v in vars(o).items():
+                    if not k.startswith("_") and (inspect.isroutine(v) or isinstance(v, property)):
+                        doc(f"{name}.{k}", getattr(o, k, v))
+        except Exception:
             continue
-        o = getattr(m, name, None)
-        if not (inspect.isclass(o) or inspect.isroutine(o)):
-            continue
-        home = getattr(o, "__module__", None) or m.__name__
-        if home != m.__name__ and not any(p.startswith("_") for p in home.split(".")):
-            continue  # documented where it is defined
-        doc(name, o)
-        if inspect.isclass(o):
-            for k, v in vars(o).items():
-                if not k.startswith("_") and (inspect.isroutine(v) or isinstance(v, property)):
-                    doc(f"{name}.{k}", getattr(o, k, v))
-m = importlib.import_module(sys.argv[1])
-module(m)
-if len(sys.argv) > 2:  # a package: its public submodules too, until `words` or 60 s
-    words, t0 = int(sys.argv[2]), time.monotonic()
-    for info in pkgutil.walk_packages(getattr(m, "__path__", []), m.__name__ + ".", onerror=lambda n: None):
-        if sum(len(p.split()) for p in parts) >= words or time.monotonic() - t0 > 60:
-            break
-        if any(p.startswith(("_", "test")) for p in info.name.split(".")[1:]):
+def walk(m, budget, t0):
+    for info in sorted(pkgutil.iter_modules(getattr(m, "__path__", None) or []), key=lambda i: i.name):
+        if words >= budget or time.monotonic() - t0 > 60:
+            return
+        if info.name.startswith(("_", "test")):
             continue
         try:
-            module(importlib.import_module(info.name))
+            sub = importlib.import_module(f"{m.__name__}.{info.name}")
         except BaseException:
             continue
-print("\n\n".join(parts))
+        module(sub)
+        if info.ispkg:
+            walk(sub, budget, t0)
+m = importlib.import_module(sys.argv[1])
+module(m)
+if len(sys.argv) > 2:
+    walk(m, int(sys.argv[2]), time.monotonic())
 """
 
 
@@ -236,14 +254,16 @@ def packages() -> list[str]:
 
 def read(name: str, words: int = 0) -> str:
     """`name`'s documentation, read in its own interpreter; with `words`, a package's
-    submodules too until that many words."""
+    submodules too until that many words. What was read before a failure or the
+    timeout is kept."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONWARNINGS="ignore")
     argv = [sys.executable, "-c", READER, name] + ([str(words)] if words else [])
     try:
         r = subprocess.run(argv, capture_output=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return ""
-    return r.stdout.decode("utf-8", "replace") if r.returncode == 0 else ""
+        out = r.stdout
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout or b""
+    return out.decode("utf-8", "replace")
 
 
 def collect(per_module: int) -> list[dict]:
@@ -253,7 +273,7 @@ def collect(per_module: int) -> list[dict]:
     names = [(n, 0) for n in modules()] + [(n, 300 * per_module) for n in packages()]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
         texts = list(ex.map(lambda nw: read(*nw), names))
-    seen, out = set(), []
+    seen, out, empty = set(), [], []
     for (name, _), text in zip(names, texts):
         taken = 0
         for p in passages(text):
@@ -263,6 +283,10 @@ def collect(per_module: int) -> list[dict]:
             seen.add(h)
             out.append({"text": p, "module": name})
             taken += 1
+        if not taken:
+            empty.append(name)
+    print(f"no passage from {len(empty)} of {len(names)} (no import here, or under 40 words of "
+          f"documentation, or all of it read before): {' '.join(empty)}", file=sys.stderr)
     return out
 
 
