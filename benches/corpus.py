@@ -97,6 +97,25 @@ def passages(text: str, lo=40, hi=160):
         yield " ".join(cur)
 
 
+def labelled(texts, key: str, per: int) -> tuple[list[dict], list[str]]:
+    """`texts`' passages labelled under `key`: from each `(label, text)` in order, at
+    most `per` passages, exact duplicates of an earlier passage dropped. Also the labels
+    that gave none."""
+    seen, out, empty = set(), [], []
+    for label, text in texts:
+        taken = 0
+        for p in passages(text):
+            h = hashlib.sha1(p.encode()).digest()
+            if h in seen or taken >= per:
+                continue
+            seen.add(h)
+            out.append({"text": p, key: label})
+            taken += 1
+        if not taken:
+            empty.append(label)
+    return out, empty
+
+
 def collect(limit: int) -> list[str]:
     seen, out = set(), []
     root = registry_root()

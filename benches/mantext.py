@@ -18,7 +18,6 @@ downloaded (`apt-get install man-db manpages` provides the pages where they are 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 import subprocess
@@ -27,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import passages  # noqa: E402
+from corpus import labelled  # noqa: E402
 from realtext import build, report  # noqa: E402
 
 MAN = Path("/usr/share/man")
@@ -132,17 +131,7 @@ def collect(per_page: int) -> list[dict]:
     files = pages()
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
         texts = list(ex.map(render, files))
-    seen, out = set(), []
-    for f, text in zip(files, texts):
-        taken = 0
-        for p in passages(text):
-            h = hashlib.sha1(p.encode()).digest()
-            if h in seen or taken >= per_page:
-                continue
-            seen.add(h)
-            out.append({"text": p, "page": page_id(f)})
-            taken += 1
-    return out
+    return labelled(((page_id(f), text) for f, text in zip(files, texts)), "page", per_page)[0]
 
 
 def main():

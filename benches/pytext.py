@@ -15,9 +15,9 @@ the questions that grade `os` grade `posix` with it); from the interpreter's
 site-packages, each package with its public submodules (those whose names start with `_`
 or `test` not imported), labelled with its import name (`httpx`). A module that does not
 import here, or has under 40 words of documentation, gives no passage (named on stderr).
-Split as benches/corpus.py splits text, at most --per-module passages a label. Queries: the hand-written QUERIES below, each with the
-modules that answer it (grade 2) and the modules close to it (grade 1); every other
-passage is grade 0. Embedded by the crate's own MiniLM (`ctxprune embed`). Cached under
+Split as benches/corpus.py splits text, at most --per-module passages a label.
+Queries: the hand-written QUERIES below, each with the modules that answer it (grade 2)
+and the modules close to it (grade 1); every other passage is grade 0. Embedded by the crate's own MiniLM (`ctxprune embed`). Cached under
 --cache. Nothing is downloaded. The measurement in docs/rerank.md ran it in the venv of
 .ci/run (the frameworks of its `setup_py`, pinned by python/constraints-integrations.txt,
 and their dependencies).
@@ -29,7 +29,6 @@ and their dependencies).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import pkgutil
 import site
@@ -40,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import passages  # noqa: E402
+from corpus import labelled  # noqa: E402
 from realtext import build, report  # noqa: E402
 
 # (query, grade-2 modules, grade-1 modules), written by hand before the set was built.
@@ -157,12 +156,14 @@ SKIP = {"idlelib", "lib2to3", "turtledemo", "pydoc_data", "distutils", "ensurepi
 # piece printed as it is read (a timeout keeps what was read); a name whose reading
 # raises is left out, not the module. With `words`, a package's public submodules follow
 # (depth first in name order, private and test subpackages not imported), until that
-# many words or 60 s.
+# many words or 60 s. A value's address in a signature (`<function copy2 at 0x7f...>`) is
+# left out, so a build reads the same text as the last.
 READER = r"""
-import importlib, inspect, pkgutil, sys, time
+import importlib, inspect, pkgutil, re, sys, time
 words = 0
 def put(text):
     global words
+    text = re.sub(r" at 0x[0-9a-fA-F]+", "", text)  # a default's address: not the same twice
     if text:
         words += len(text.split())
         sys.stdout.write(text + "\n\n")
@@ -256,7 +257,10 @@ def read(name: str, words: int = 0) -> str:
     """`name`'s documentation, read in its own interpreter; with `words`, a package's
     submodules too until that many words. What was read before a failure or the
     timeout is kept."""
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONWARNINGS="ignore")
+    # A fixed environment and hash seed: signatures print `os.environ` defaults, and
+    # some modules build `__all__` from a set, so either would make two builds differ.
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), "LC_ALL": "C.UTF-8",
+           "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONWARNINGS": "ignore"}
     argv = [sys.executable, "-c", READER, name] + ([str(words)] if words else [])
     try:
         r = subprocess.run(argv, capture_output=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
@@ -273,18 +277,7 @@ def collect(per_module: int) -> list[dict]:
     names = [(n, 0) for n in modules()] + [(n, 300 * per_module) for n in packages()]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
         texts = list(ex.map(lambda nw: read(*nw), names))
-    seen, out, empty = set(), [], []
-    for (name, _), text in zip(names, texts):
-        taken = 0
-        for p in passages(text):
-            h = hashlib.sha1(p.encode()).digest()
-            if h in seen or taken >= per_module:
-                continue
-            seen.add(h)
-            out.append({"text": p, "module": name})
-            taken += 1
-        if not taken:
-            empty.append(name)
+    out, empty = labelled(((n, text) for (n, _), text in zip(names, texts)), "module", per_module)
     print(f"no passage from {len(empty)} of {len(names)} (no import here, or under 40 words of "
           f"documentation, or all of it read before): {' '.join(empty)}", file=sys.stderr)
     return out
