@@ -320,6 +320,18 @@ def report(docs, E, Q, G, key: str, noun: str, set_path, pool: int):
         print(f"wrote {set_path}: {len(Q)} problems of {pool} passages")
 
 
+def question_range(spec: str) -> tuple[int, int]:
+    """`--questions`' value as (first, last), 1-based and inclusive: `N` is `1-N`."""
+    a, _, b = spec.partition("-")
+    try:
+        first, last = (int(a), int(b)) if b else (1, int(a))
+    except ValueError:
+        raise SystemExit(f"--questions {spec!r}: expected N or A-B") from None
+    if not 1 <= first <= last <= len(QUERIES):
+        raise SystemExit(f"--questions {spec!r}: must lie within 1-{len(QUERIES)}, first <= last")
+    return first, last
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ctxprune", default="target/release/ctxprune")
@@ -329,12 +341,12 @@ def main():
     ap.add_argument("--pool", type=int, default=5000, help="passages per problem of --set")
     ap.add_argument("--drop-unanswered", action="store_true",
                     help="leave out (and name) the queries whose crates this registry lacks")
-    ap.add_argument("--questions", type=int, default=len(QUERIES),
-                    help=f"the first this many of the {len(QUERIES)} questions (24: the set measured before 2026-12-06)")
+    ap.add_argument("--questions", default=f"1-{len(QUERIES)}",
+                    help=f"N for the first N of the {len(QUERIES)} questions, or A-B for questions A to B "
+                         "(24: the set measured before 2026-12-06; 25-74: those added then)")
     a = ap.parse_args()
-    if not 1 <= a.questions <= len(QUERIES):
-        raise SystemExit(f"--questions {a.questions}: must be 1 to {len(QUERIES)}")
-    docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_crate, queries=QUERIES[:a.questions],
+    first, last = question_range(a.questions)
+    docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_crate, queries=QUERIES[first - 1:last],
                           drop_unanswered=a.drop_unanswered)
     report(docs, E, Q, G, "crate", "crates", a.set, a.pool)
 

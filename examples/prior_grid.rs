@@ -12,7 +12,8 @@
 //! `auto` adds auto's switch; `bf16` / `f16` read kernel rows from that copy; `evidence`
 //! fits the hyperparameters by the evidence; `qN` calls the oracle with `N` documents a
 //! round, `batch = N`). `PRIOR_GRID_BASE=CONFIG` compares with that
-//! config in place of BoundaryMORPH's defaults (`mips:1`); `PRIOR_GRID_PER=1` prints every
+//! config in place of BoundaryMORPH's defaults (`mips:1`); `PRIOR_GRID_SEED=S` draws a set's
+//! simulated cross-encoder noise from seed `S` (default 1, `ctxprune eval`'s); `PRIOR_GRID_PER=1` prints every
 //! cell's per-problem differences to stderr. For every config it prints the mean CE-nCG@k difference from
 //! BoundaryMORPH's defaults over the cells B in {25, 50, 100} x k in {50, 100}, the
 //! worst cell with the standard error of its mean difference (the per-problem
@@ -77,10 +78,16 @@ fn problems(set: &ProblemSet, group: &str) -> Vec<Problem> {
             let noise: f64 = noise.parse().expect("a noise level, diffuse or trap");
             (0..set.len())
                 .filter(|&i| keep(i))
-                .map(|i| set.problem(i, noise, 1).unwrap())
+                .map(|i| set.problem(i, noise, seed()).unwrap())
                 .collect()
         }
     }
+}
+
+/// The seed of a set's simulated cross-encoder (`PRIOR_GRID_SEED`, by default 1 as in
+/// `ctxprune eval`): problem `i` draws its noise from `seed + i`.
+fn seed() -> u64 {
+    std::env::var("PRIOR_GRID_SEED").map_or(1, |s| s.parse().expect("PRIOR_GRID_SEED: an integer"))
 }
 
 /// A cell: its budget, each config's mean difference from BM with its standard error, and
