@@ -228,7 +228,9 @@ fn every_malformed_set_is_refused_naming_the_tensor() {
         row_precision: RowPrecision::F32,
         peaks: false,
     };
-    let e = eval::check_set(&set, &[0.1], 1, &grid).unwrap_err().to_string();
+    let e = eval::check_set(&set, &[0.1], 1, 1, &grid)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("token_capacity") && e.contains("no 'tokens'"), "{e}");
     let grid = Grid {
         token_capacity: None,
@@ -239,7 +241,9 @@ fn every_malformed_set_is_refused_naming_the_tensor() {
         (vec![0.1, 0.1], vec!["noise", "element 1 (0.1) repeats element 0"]),
         (vec![-0.5], vec!["noise", "element 0 (-0.5)"]),
     ] {
-        let e = eval::check_set(&set, &noises, 1, &grid).unwrap_err().to_string();
+        let e = eval::check_set(&set, &noises, 1, 1, &grid)
+            .unwrap_err()
+            .to_string();
         for w in words {
             assert!(e.contains(w), "{e} lacks {w}");
         }
@@ -248,14 +252,30 @@ fn every_malformed_set_is_refused_naming_the_tensor() {
         budgets: vec![10],
         ..grid.clone()
     };
-    let e = eval::check_set(&set, &[0.1], 1, &big).unwrap_err().to_string();
+    let e = eval::check_set(&set, &[0.1], 1, 1, &big).unwrap_err().to_string();
     assert!(e.contains("budgets") && e.contains("0..=9"), "{e}");
+    // Draws: at least 1, at most the problems' limit in runs, and their last seed in range.
+    let max = ctxprune::limits::MAX_EVAL_PROBLEMS;
+    // Two draws of q problems take seeds seed..=seed + 2q - 1.
+    let (q, last) = (set.len() as u64, u64::MAX);
+    for (seed, draws, words) in [
+        (1, 0, vec!["draws", "at least 1"]),
+        (1, max, vec!["draws", "exceed"]),
+        (1, usize::MAX, vec!["draws", "exceed"]),
+        (last - 2 * q + 2, 2, vec!["seed", "exceeds the largest seed"]),
+    ] {
+        let e = eval::check_set(&set, &[0.1], seed, draws, &grid)
+            .unwrap_err()
+            .to_string();
+        for w in words {
+            assert!(e.contains(w), "{e} lacks {w}");
+        }
+    }
+    assert!(eval::check_set(&set, &[0.1], last - 2 * q + 1, 2, &grid).is_ok());
 }
 
-#[test]
-fn run_set_gives_a_cell_per_noise_and_variant_reproducibly() {
-    let r = raw(60, 9, 3, 47, 8);
-    let set = load(&r);
+/// Three problems of 47 rows and the one-cell grid B = 6, k = 4 the run tests use.
+fn small_run() -> (ProblemSet, Grid) {
     let grid = Grid {
         budgets: vec![6],
         capacities: vec![4],
@@ -263,7 +283,38 @@ fn run_set_gives_a_cell_per_noise_and_variant_reproducibly() {
         row_precision: RowPrecision::F32,
         peaks: false,
     };
-    let out = eval::run_set(&set, &[0.0, 0.2], 3, &grid, &mut |_| {}).unwrap();
+    (load(&raw(60, 9, 3, 47, 8)), grid)
+}
+
+/// Draws: draw d of problem i is the one-draw run of problem i with seed `seed + d·Q`
+/// (Q problems), run for run; a cell's mean is over every run.
+#[test]
+fn draws_are_the_set_run_again_with_the_next_seeds() {
+    let (set, grid) = small_run();
+    let three = eval::run_set(&set, &[0.2], 5, 3, &grid, &mut |_| {}).unwrap();
+    let each: Vec<_> = (0..3)
+        .map(|d| eval::run_set(&set, &[0.2], 5 + 3 * d, 1, &grid, &mut |_| {}).unwrap())
+        .collect();
+    assert_eq!(three.cells.len(), each[0].cells.len());
+    for (c, cell) in three.cells.iter().enumerate() {
+        let joined: Vec<f64> = each.iter().flat_map(|o| o.cells[c].per_problem.clone()).collect();
+        assert_eq!(cell.per_problem, joined, "{}", cell.method);
+        let mean = joined.iter().sum::<f64>() / 9.0;
+        assert!(
+            (cell.ce_ncg - mean).abs() < 1e-12,
+            "{} {} {mean}",
+            cell.method,
+            cell.ce_ncg
+        );
+    }
+    // The draws differ: a noisy oracle scores otherwise under the next seeds.
+    assert_ne!(each[0].cells, each[1].cells);
+}
+
+#[test]
+fn run_set_gives_a_cell_per_noise_and_variant_reproducibly() {
+    let (set, grid) = small_run();
+    let out = eval::run_set(&set, &[0.0, 0.2], 3, 1, &grid, &mut |_| {}).unwrap();
     let v = eval::variants().len();
     assert_eq!(out.cells.len(), 2 * v);
     assert_eq!(out.groups, ["set@0", "set@0.2"]);
@@ -272,9 +323,9 @@ fn run_set_gives_a_cell_per_noise_and_variant_reproducibly() {
     assert!(out.cells.iter().all(|c| c.per_problem.len() == 3));
     assert!(out.cells.iter().all(|c| (0.0..=1.0 + 1e-12).contains(&c.ce_ncg)));
     // The same seed gives the same table bit for bit; another seed other scores.
-    let again = eval::run_set(&set, &[0.0, 0.2], 3, &grid, &mut |_| {}).unwrap();
+    let again = eval::run_set(&set, &[0.0, 0.2], 3, 1, &grid, &mut |_| {}).unwrap();
     assert_eq!(out, again);
-    let other = eval::run_set(&set, &[0.2], 4, &grid, &mut |_| {}).unwrap();
+    let other = eval::run_set(&set, &[0.2], 4, 1, &grid, &mut |_| {}).unwrap();
     assert_ne!(other.cells, out.cells[v..].to_vec());
 }
 
@@ -286,18 +337,25 @@ fn the_cli_runs_a_set_beside_no_modes_with_win_counts() {
     let p = d.path().join("tiny.safetensors");
     std::fs::write(&p, bytes(&raw(50, 6, 2, 37, 2), None)).unwrap();
     let ps = p.display().to_string();
-    let (code, out, err) = run(&[
-        "eval",
-        "--set",
-        &ps,
-        "--noise",
-        "0.05,0.3",
-        "--budgets",
-        "5",
-        "--capacities",
-        "3",
-        "--no-peaks",
-    ]);
+    // `eval` on the tiny set at B = 5, k = 3, with `extra` flags.
+    let args = |extra: &[&'static str]| -> Vec<String> {
+        let base = [
+            "eval",
+            "--set",
+            &ps,
+            "--budgets",
+            "5",
+            "--capacities",
+            "3",
+            "--no-peaks",
+        ];
+        base.iter().chain(extra).map(|a| a.to_string()).collect()
+    };
+    let tiny = |extra: &[&'static str]| {
+        let a = args(extra);
+        run(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let (code, out, err) = tiny(&["--noise", "0.05,0.3"]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.starts_with("set tiny: 2 problems, N = 37, simulated cross-encoder noise 0.05,0.3"),
@@ -334,19 +392,13 @@ fn the_cli_runs_a_set_beside_no_modes_with_win_counts() {
             assert!(err.contains(w), "{err} lacks {w}");
         }
     };
-    for (noise, words) in [("0.1,0.1", &["--noise", "repeats"][..]), ("x", &["--noise"][..])] {
-        let args = [
-            "eval",
-            "--set",
-            &ps,
-            "--budgets",
-            "5",
-            "--capacities",
-            "3",
-            "--noise",
-            noise,
-        ];
-        bad(&args, words);
+    for (extra, words) in [
+        (["--noise", "0.1,0.1"], &["--noise", "repeats"][..]),
+        (["--noise", "x"], &["--noise"][..]),
+        (["--draws", "0"], &["--draws", "at least 1"][..]),
+    ] {
+        let a = args(&extra);
+        bad(&a.iter().map(String::as_str).collect::<Vec<_>>(), words);
     }
     bad(
         &["eval", "--set", &ps, "--budgets", "38", "--capacities", "3"],
@@ -361,6 +413,21 @@ fn the_cli_runs_a_set_beside_no_modes_with_win_counts() {
         &["eval", "--noise", "0.2", "--problems", "1"],
         &["--noise", "--set"],
     );
+    bad(
+        &["eval", "--draws", "2", "--problems", "1"],
+        &["--draws", "--set"],
+    );
+    let (code, out, err) = tiny(&["--draws", "3"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("set tiny: 2 problems x 3 draws of the noise, N = 37, simulated cross-encoder noise 0.1, seeds 1..6"),
+        "{out}"
+    );
+    let auto = out
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("auto"))
+        .unwrap();
+    assert!(auto.ends_with(" 0/6"), "{auto}");
     bad(
         &["eval", "--set", &ps, "--modes", "diffuse,"],
         &["--modes", "unknown mode ''"],

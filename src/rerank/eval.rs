@@ -565,25 +565,33 @@ pub struct Grid {
 }
 
 /// Runs every variant on each problem of `set` at each simulated cross-encoder noise in
-/// `noises` (problem `i` seeded by `seed + i`; [`ProblemSet::problem`]); the cells of noise
-/// `s` are named `<set>@<s>`. Errors name `noises`, `budgets`, `capacities` (checked
+/// `noises`, `draws` times, each draw with fresh noise: draw `d` of problem `i` is seeded
+/// by `seed + d·Q + i` with `Q` the set's problems ([`ProblemSet::problem`]; one draw is
+/// `seed + i`), so a cell's mean, its per-problem results (problem-major within each draw)
+/// and the win counts are over `Q · draws` runs. The cells of noise `s` are named
+/// `<set>@<s>`. Errors name `noises`, `draws`, `seed`, `budgets`, `capacities` (checked
 /// against the set's pool size) or `token_capacity` (a set without token counts).
 pub fn run_set(
     set: &ProblemSet,
     noises: &[f64],
     seed: u64,
+    draws: usize,
     grid: &Grid,
     progress: &mut dyn FnMut(&Step),
 ) -> Result<Outcome> {
-    check_set(set, noises, seed, grid)?;
+    check_set(set, noises, seed, draws, grid)?;
     let mut out = Outcome {
         cells: Vec::new(),
         groups: Vec::new(),
         multimodal_mass: Vec::new(),
     };
+    let q = set.len();
     for &s in noises {
         let name = format!("{}@{s}", set.name());
-        let (cells, mm) = run_group(&name, set.len(), grid, progress, &mut |p| set.problem(p, s, seed))?;
+        // Run p is problem p mod Q of draw p div Q: seed + p, checked not to overflow.
+        let (cells, mm) = run_group(&name, q * draws, grid, progress, &mut |p| {
+            set.problem(p % q, s, seed + (p - p % q) as u64)
+        })?;
         out.cells.extend(cells);
         out.groups.push(name);
         out.multimodal_mass.push(mm);
@@ -591,11 +599,29 @@ pub fn run_set(
     Ok(out)
 }
 
-/// Checks [`run_set`]'s arguments before any work: [`check`] against the set's size and
-/// pool size; `noises` non-empty, each finite and at least 0, none repeated; a token
-/// capacity only for a set with token counts.
-pub fn check_set(set: &ProblemSet, noises: &[f64], seed: u64, grid: &Grid) -> Result<()> {
-    check(set.len(), seed, set.pool_size(), &grid.budgets, &grid.capacities)?;
+/// Checks [`run_set`]'s arguments before any work: `draws` at least 1, and the set's
+/// problems times `draws` at most [`crate::limits::MAX_EVAL_PROBLEMS`]; [`check`] against
+/// that many runs and the set's pool size; `noises` non-empty, each finite and at least 0,
+/// none repeated; a token capacity only for a set with token counts.
+pub fn check_set(set: &ProblemSet, noises: &[f64], seed: u64, draws: usize, grid: &Grid) -> Result<()> {
+    if draws == 0 {
+        return Err(Error::invalid("draws", "must be at least 1"));
+    }
+    let max = crate::limits::MAX_EVAL_PROBLEMS;
+    let runs = set
+        .len()
+        .checked_mul(draws)
+        .filter(|&r| r <= max)
+        .ok_or_else(|| {
+            Error::invalid(
+                "draws",
+                format!(
+                    "{draws} draws of the set's {} problems exceed {max} runs",
+                    set.len()
+                ),
+            )
+        })?;
+    check(runs, seed, set.pool_size(), &grid.budgets, &grid.capacities)?;
     if noises.is_empty() {
         return Err(Error::invalid("noise", "is empty"));
     }

@@ -44,6 +44,11 @@ pub struct EvalArgs {
     /// is clamp(label / top label + noise · N(0, 1), 0, 1)). By default 0.1.
     #[arg(long, allow_hyphen_values = true)]
     pub noise: Option<String>,
+    /// With --set: run every problem this many times, each with fresh cross-encoder noise
+    /// (draw d of problem i uses seed + d·Q + i, Q the set's problems); a cell's mean and
+    /// win counts are then over problems × draws. By default 1.
+    #[arg(long, allow_hyphen_values = true)]
+    pub draws: Option<usize>,
     /// A token capacity T for every run (each document has a token count): the columns are
     /// then token-normalised nCG (see docs/rerank.md).
     #[arg(long, allow_hyphen_values = true)]
@@ -74,6 +79,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
         "token-capacity",
         "row-precision",
         "noise",
+        "draws",
         "set",
     ];
     let row_precision: ctxprune::rerank::RowPrecision = flags(a.row_precision.parse(), &names)?;
@@ -99,9 +105,15 @@ pub fn run(a: EvalArgs) -> Result<()> {
             "applies to the generated modes (--modes); a set runs every problem it holds",
         ));
     }
-    if a.set.is_none() && a.noise.is_some() {
-        return Err(Error::invalid("--noise", "applies to a problem set (--set)"));
+    if a.set.is_none() {
+        if let Some(flag) = [("--noise", a.noise.is_some()), ("--draws", a.draws.is_some())]
+            .iter()
+            .find_map(|&(f, given)| given.then_some(f))
+        {
+            return Err(Error::invalid(flag, "applies to a problem set (--set)"));
+        }
     }
+    let draws = a.draws.unwrap_or(1);
     let problems = a.problems.unwrap_or(10);
     let noise = a.noise.as_deref().unwrap_or("0.1");
     let noises: Vec<f64> = parse_list(noise, "--noise")?;
@@ -124,7 +136,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
         peaks: !a.no_peaks,
     };
     if let Some(s) = &set {
-        flags(eval::check_set(s, &noises, a.seed, &grid), &names)?;
+        flags(eval::check_set(s, &noises, a.seed, draws, &grid), &names)?;
     }
     let mut png = match &a.plot {
         Some(p) => Some((p, std::fs::File::create(p).map_err(|e| Error::io(p, e))?)),
@@ -179,16 +191,24 @@ pub fn run(a: EvalArgs) -> Result<()> {
         );
     }
     if let Some(s) = &set {
-        let o = flags(eval::run_set(s, &noises, a.seed, &grid, &mut progress), &names)?;
+        let o = flags(
+            eval::run_set(s, &noises, a.seed, draws, &grid, &mut progress),
+            &names,
+        )?;
         out.cells.extend(o.cells);
         out.groups.extend(o.groups);
         out.multimodal_mass.extend(o.multimodal_mass);
-        let set_seeds = flags(eval::seeds(a.seed, s.len()), &names)?;
+        let set_seeds = flags(eval::seeds(a.seed, s.len() * draws), &names)?;
         let _ = writeln!(
             heads,
-            "set {}: {} problems, N = {}, simulated cross-encoder noise {}, seeds {}..{}{}",
+            "set {}: {} problems{}, N = {}, simulated cross-encoder noise {}, seeds {}..{}{}",
             s.name(),
             s.len(),
+            if draws > 1 {
+                format!(" x {draws} draws of the noise")
+            } else {
+                String::new()
+            },
             s.pool_size(),
             noise,
             set_seeds.start(),
