@@ -271,6 +271,10 @@ fn every_malformed_set_is_refused_naming_the_tensor() {
             assert!(e.contains(w), "{e} lacks {w}");
         }
     }
+    let e = eval::check_set(&set, &[0.1], last - 2 * q + 2, 2, &grid)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&format!("{q} problems x 2 draws")), "{e}");
     assert!(eval::check_set(&set, &[0.1], last - 2 * q + 1, 2, &grid).is_ok());
 }
 
@@ -291,15 +295,16 @@ fn small_run() -> (ProblemSet, Grid) {
 #[test]
 fn draws_are_the_set_run_again_with_the_next_seeds() {
     let (set, grid) = small_run();
+    let q = set.len() as u64;
     let three = eval::run_set(&set, &[0.2], 5, 3, &grid, &mut |_| {}).unwrap();
     let each: Vec<_> = (0..3)
-        .map(|d| eval::run_set(&set, &[0.2], 5 + 3 * d, 1, &grid, &mut |_| {}).unwrap())
+        .map(|d| eval::run_set(&set, &[0.2], 5 + q * d, 1, &grid, &mut |_| {}).unwrap())
         .collect();
     assert_eq!(three.cells.len(), each[0].cells.len());
     for (c, cell) in three.cells.iter().enumerate() {
         let joined: Vec<f64> = each.iter().flat_map(|o| o.cells[c].per_problem.clone()).collect();
         assert_eq!(cell.per_problem, joined, "{}", cell.method);
-        let mean = joined.iter().sum::<f64>() / 9.0;
+        let mean = joined.iter().sum::<f64>() / joined.len() as f64;
         assert!(
             (cell.ce_ncg - mean).abs() < 1e-12,
             "{} {} {mean}",
@@ -416,6 +421,13 @@ fn the_cli_runs_a_set_beside_no_modes_with_win_counts() {
     bad(
         &["eval", "--draws", "2", "--problems", "1"],
         &["--draws", "--set"],
+    );
+    // A seed near the largest is checked against the set's seeds only (no mode runs).
+    let (code, out, err) = tiny(&["--seed", "18446744073709551610"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("seeds 18446744073709551610..18446744073709551611"),
+        "{out}"
     );
     let (code, out, err) = tiny(&["--draws", "3"]);
     assert_eq!(code, 0, "{err}");

@@ -607,20 +607,28 @@ pub fn check_set(set: &ProblemSet, noises: &[f64], seed: u64, draws: usize, grid
     if draws == 0 {
         return Err(Error::invalid("draws", "must be at least 1"));
     }
-    let max = crate::limits::MAX_EVAL_PROBLEMS;
-    let runs = set
-        .len()
-        .checked_mul(draws)
-        .filter(|&r| r <= max)
-        .ok_or_else(|| {
-            Error::invalid(
-                "draws",
-                format!(
-                    "{draws} draws of the set's {} problems exceed {max} runs",
-                    set.len()
-                ),
-            )
-        })?;
+    let (q, max) = (set.len(), crate::limits::MAX_EVAL_PROBLEMS);
+    if q > max {
+        return Err(Error::invalid(
+            "set",
+            format!("{} holds {q} problems, more than {max}", set.name()),
+        ));
+    }
+    let runs = q.checked_mul(draws).filter(|&r| r <= max).ok_or_else(|| {
+        Error::invalid(
+            "draws",
+            format!("{draws} draws of the set's {q} problems exceed {max} runs"),
+        )
+    })?;
+    if seeds(seed, runs).is_err() {
+        return Err(Error::invalid(
+            "seed",
+            format!(
+                "{seed} + {q} problems x {draws} draws - 1 exceeds the largest seed, {}",
+                u64::MAX
+            ),
+        ));
+    }
     check(runs, seed, set.pool_size(), &grid.budgets, &grid.capacities)?;
     if noises.is_empty() {
         return Err(Error::invalid("noise", "is empty"));

@@ -123,7 +123,6 @@ pub fn run(a: EvalArgs) -> Result<()> {
     if a.token_capacity == Some(0) {
         return Err(Error::invalid("--token-capacity", "must be at least 1"));
     }
-    let seeds = flags(eval::seeds(a.seed, problems), &names)?;
     let set = match &a.set {
         Some(p) => Some(ProblemSet::load(p)?),
         None => None,
@@ -179,6 +178,8 @@ pub fn run(a: EvalArgs) -> Result<()> {
         out.cells.extend(o.cells);
         out.groups.extend(o.groups);
         out.multimodal_mass.extend(o.multimodal_mass);
+        // Checked with the modes' other arguments above (only when modes run).
+        let seeds = flags(eval::seeds(a.seed, problems), &names)?;
         let _ = writeln!(
             heads,
             "{} problems per mode, N = 10,000, seeds {}..{}{}",
