@@ -175,7 +175,7 @@ def main():
     a = ap.parse_args()
     import ctxprune_rs as cp
 
-    docs, E, Q, G = realtext.build(a.ctxprune, Path(a.cache), a.per_crate)
+    docs, E, Q, G = realtext.build(a.ctxprune, Path(a.cache), a.per_crate, queries=realtext.FIRST_24)
     print(f"{len(docs)} passages from {len({d['crate'] for d in docs})} crates; {len(Q)} queries; "
           f"pools of {a.pool} in MIPS order; k = {K}\n")
     print(f"{'greedy, k = 10':30} {'nDCG':>7} {'a-nDCG':>7} {'a-nDCG':>7} {'P@10':>6} {'rel.':>6} {'rel.':>6} {'redund.':>8}")

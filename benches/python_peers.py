@@ -45,6 +45,7 @@ from ctxprune_rs.langchain import maximal_marginal_relevance as cp_mmr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus  # noqa: E402
+import realtext  # noqa: E402
 
 
 def timed(fn, repeats):
@@ -124,7 +125,9 @@ def main():
           f"medians of {a.repeats} runs each, after a warm-up")
 
     # (a) real text
-    texts, E, Q = corpus.build(a.ctxprune, Path(a.cache), 20_000)
+    texts, E, _ = corpus.build(a.ctxprune, Path(a.cache), 20_000)
+    # With realtext.py's cache, its first 24 questions (their embeddings cached by digest).
+    Q = realtext.query_embeddings(a.ctxprune, Path(a.cache), realtext.FIRST_24)
     pools = corpus.pools(E, Q, a.pool)
     print(f"\n(a) real text: {len(texts)} passages (cargo registry READMEs and doc comments), "
           f"MiniLM 384-d; {len(pools)} pools of {a.pool} in MIPS order")

