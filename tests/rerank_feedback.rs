@@ -8,32 +8,35 @@ use crate::rerank_beyond::fresh;
 use ctxprune::rerank::gp::Gp;
 use ctxprune::rerank::{
     feedback_mean, kernel_rows, prior_mean, Hyperparameters, Method, Precomputed, Prior, RerankConfig,
-    RerankOptions, Reranker, FEEDBACK_BETA, FEEDBACK_EVERY, FEEDBACK_GAMMA,
+    RerankOptions, Reranker, FEEDBACK_BETA, FEEDBACK_EVERY, FEEDBACK_GAMMA, FEEDBACK_RELEVANT,
 };
 use ctxprune::rng::Rng;
 use ctxprune::{Embeddings, Engine, Pool};
 
 /// The feedback prior from its definition, in f64 from the raw rows: the unit query plus
-/// beta times the unit rows' centroid weighted by the scores, minus gamma times their
-/// centroid weighted by one minus the scores (a centroid whose weights sum to zero left
-/// out); every row's cosine with it, min-max scaled over the pool, square root.
+/// beta times the centroid of the unit rows scored at least `FEEDBACK_RELEVANT`, weighted
+/// by their scores, minus gamma times the centroid of the others, weighted by one minus
+/// their scores (an empty centroid left out); every row's cosine with it, min-max scaled
+/// over the pool, square root.
 fn slow_feedback(raw: &Embeddings, q: &[f32], scored: &[(usize, f64)]) -> (Vec<f64>, f64) {
     let unit = |v: &[f32]| {
         let norm = v.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
         v.iter().map(|&x| f64::from(x) / norm).collect::<Vec<f64>>()
     };
     let mut m = unit(q);
-    let rel: f64 = scored.iter().map(|s| s.1).sum();
-    let non: f64 = scored.iter().map(|s| 1.0 - s.1).sum();
-    for &(j, y) in scored {
-        let x = unit(raw.row(j));
-        let w = if rel > 0.0 { FEEDBACK_BETA * y / rel } else { 0.0 }
-            - if non > 0.0 {
-                FEEDBACK_GAMMA * (1.0 - y) / non
-            } else {
-                0.0
-            };
-        m.iter_mut().zip(&x).for_each(|(a, b)| *a += w * b);
+    // Each set's rows with their weights, then its coefficient.
+    for relevant in [true, false] {
+        let set: Vec<(usize, f64)> = scored
+            .iter()
+            .filter(|s| (s.1 >= FEEDBACK_RELEVANT) == relevant)
+            .map(|&(j, y)| (j, if relevant { y } else { 1.0 - y }))
+            .collect();
+        let coef = if relevant { FEEDBACK_BETA } else { -FEEDBACK_GAMMA };
+        let total: f64 = set.iter().map(|s| s.1).sum();
+        for (j, w) in set {
+            let x = unit(raw.row(j));
+            m.iter_mut().zip(&x).for_each(|(a, b)| *a += coef * w / total * b);
+        }
     }
     let mnorm = m.iter().map(|v| v * v).sum::<f64>().sqrt();
     let cos: Vec<f64> = (0..raw.rows())
@@ -68,6 +71,18 @@ fn feedback_prior_is_the_score_shape_of_rocchios_moved_query() {
             ("all zero", picked.iter().map(|&j| (j, 0.0)).collect()),
             ("all one", picked.iter().map(|&j| (j, 1.0)).collect()),
             ("one row", vec![(picked[3], 0.7)]),
+            // Every score low but not zero: no relevant set (before the two sets, these
+            // formed a relevant centroid of their own).
+            ("all low", graded.iter().map(|&(j, y)| (j, 0.49 * y)).collect()),
+            // The line itself is relevant; just under it, not.
+            (
+                "at the line",
+                vec![
+                    (picked[0], FEEDBACK_RELEVANT),
+                    (picked[1], FEEDBACK_RELEVANT - 1e-9),
+                    (picked[2], 0.9),
+                ],
+            ),
         ];
         let score = prior_mean(Prior::Score, &rows);
         for (what, scored) in cases {

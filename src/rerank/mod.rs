@@ -65,7 +65,7 @@ use crate::similarity::Kernel;
 pub use acquire::{boundary_pick, boundary_pick_tokens, ucb_pick};
 pub use config::{
     Acquisition, Hyperparameters, KernelChoice, Method, Prior, RerankConfig, EVIDENCE_FIRST,
-    EVIDENCE_MAX_OBSERVATIONS, FEEDBACK_BETA, FEEDBACK_EVERY, FEEDBACK_GAMMA,
+    EVIDENCE_MAX_OBSERVATIONS, FEEDBACK_BETA, FEEDBACK_EVERY, FEEDBACK_GAMMA, FEEDBACK_RELEVANT,
 };
 use gp::PoolKernel;
 pub use gp::RowPrecision;

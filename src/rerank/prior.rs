@@ -1,6 +1,6 @@
 //! The GP's prior mean over the pool ([`Prior`]), as BoundaryMORPH starts from it.
 
-use super::config::{Prior, FEEDBACK_BETA, FEEDBACK_GAMMA};
+use super::config::{Prior, FEEDBACK_BETA, FEEDBACK_GAMMA, FEEDBACK_RELEVANT};
 use super::gp::PoolKernel;
 use crate::error::{Error, Result};
 
@@ -22,11 +22,12 @@ pub fn prior_mean(prior: Prior, rows: &PoolKernel<'_>) -> Vec<f64> {
 
 /// The feedback prior ([`Prior::Feedback`]) after the scores `scored` (pool row, score in
 /// `[0, 1]`, in the order they were scored): the score prior's shape of every row's cosine
-/// with Rocchio's moved query `q + beta sum_j y_j x_j / sum_j y_j - gamma sum_j (1 - y_j)
-/// x_j / sum_j (1 - y_j)` (unit query and rows; a centroid whose weights sum to zero is left
-/// out; beta [`FEEDBACK_BETA`], gamma [`FEEDBACK_GAMMA`]). With no scores, or where the
-/// moved query is zero, the score prior. A score outside `[0, 1]` or an index outside the pool is an error
-/// naming it.
+/// with Rocchio's moved query `q + beta sum_{j in R} y_j x_j / sum_{j in R} y_j - gamma
+/// sum_{j in N} (1 - y_j) x_j / sum_{j in N} (1 - y_j)`, where `R` holds the rows scored
+/// at least [`FEEDBACK_RELEVANT`] and `N` the others (unit query and rows; an empty set's
+/// centroid is left out, and so is one whose weights sum to zero; beta [`FEEDBACK_BETA`],
+/// gamma [`FEEDBACK_GAMMA`]). With no scores, or where the moved query is zero, the score
+/// prior. A score outside `[0, 1]` or an index outside the pool is an error naming it.
 pub fn feedback_mean(rows: &PoolKernel<'_>, scored: &[(usize, f64)]) -> Result<Vec<f64>> {
     if let Some(&(j, y)) = scored.iter().find(|(_, y)| !(0.0..=1.0).contains(y)) {
         return Err(Error::invalid(
@@ -37,18 +38,23 @@ pub fn feedback_mean(rows: &PoolKernel<'_>, scored: &[(usize, f64)]) -> Result<V
     if scored.is_empty() {
         return Ok(score_shape(&rows.query_cosines()));
     }
-    let rel: f64 = scored.iter().map(|&(_, y)| y).sum();
-    let non: f64 = scored.iter().map(|&(_, y)| 1.0 - y).sum();
+    let relevant = |y: f64| y >= FEEDBACK_RELEVANT;
+    let rel: f64 = scored.iter().filter(|s| relevant(s.1)).map(|s| s.1).sum();
+    let non: f64 = scored.iter().filter(|s| !relevant(s.1)).map(|s| 1.0 - s.1).sum();
     let w: Vec<(usize, f64)> = scored
         .iter()
         .map(|&(j, y)| {
-            let mut w = 0.0;
-            if rel > 0.0 {
-                w += FEEDBACK_BETA * y / rel;
-            }
-            if non > 0.0 {
-                w -= FEEDBACK_GAMMA * (1.0 - y) / non;
-            }
+            let w = if relevant(y) {
+                if rel > 0.0 {
+                    FEEDBACK_BETA * y / rel
+                } else {
+                    0.0
+                }
+            } else if non > 0.0 {
+                -FEEDBACK_GAMMA * (1.0 - y) / non
+            } else {
+                0.0
+            };
             (j, w)
         })
         .collect();
