@@ -73,7 +73,13 @@ fn feedback_prior_is_the_score_shape_of_rocchios_moved_query() {
             ("one row", vec![(picked[3], 0.7)]),
             // Every score low but not zero: no relevant set (before the two sets, these
             // formed a relevant centroid of their own).
-            ("all low", graded.iter().map(|&(j, y)| (j, 0.49 * y)).collect()),
+            (
+                "all low",
+                graded
+                    .iter()
+                    .map(|&(j, y)| (j, (FEEDBACK_RELEVANT - 1e-3) * y))
+                    .collect(),
+            ),
             // The line itself is relevant; just under it, not.
             (
                 "at the line",

@@ -25,7 +25,7 @@ pub fn prior_mean(prior: Prior, rows: &PoolKernel<'_>) -> Vec<f64> {
 /// with Rocchio's moved query `q + beta sum_{j in R} y_j x_j / sum_{j in R} y_j - gamma
 /// sum_{j in N} (1 - y_j) x_j / sum_{j in N} (1 - y_j)`, where `R` holds the rows scored
 /// at least [`FEEDBACK_RELEVANT`] and `N` the others (unit query and rows; an empty set's
-/// centroid is left out, and so is one whose weights sum to zero; beta [`FEEDBACK_BETA`],
+/// centroid is left out; beta [`FEEDBACK_BETA`],
 /// gamma [`FEEDBACK_GAMMA`]). With no scores, or where the moved query is zero, the score
 /// prior. A score outside `[0, 1]` or an index outside the pool is an error naming it.
 pub fn feedback_mean(rows: &PoolKernel<'_>, scored: &[(usize, f64)]) -> Result<Vec<f64>> {

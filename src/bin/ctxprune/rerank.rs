@@ -62,8 +62,8 @@ pub struct RerankArgs {
     /// boundary-morph's prior: mips (default), zero, adaptive (the MIPS prior's scale
     /// re-fitted to the scores after every call, fading to zero when they contradict it),
     /// score (the square root of the query cosine after min-max scaling over the pool), or
-    /// feedback (the score prior from the query moved toward the scored documents by their
-    /// scores, Rocchio's relevance feedback, every 10 calls).
+    /// feedback (the score prior from the query moved toward the documents scored at least
+    /// 0.5 and away from the rest, Rocchio's relevance feedback, every 10 calls).
     #[arg(long)]
     pub prior: Option<String>,
     /// boundary-morph's acquisition: boundary (default) or ucb.
