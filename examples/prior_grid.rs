@@ -11,7 +11,8 @@
 //! is `PRIOR:CONCENTRATION[:auto][:bf16|:f16]` (`mips`, `score`, `feedback`, `zero` or `adaptive`;
 //! `auto` adds auto's switch; `bf16` / `f16` read kernel rows from that copy; `evidence`
 //! fits the hyperparameters by the evidence; `qN` calls the oracle with `N` documents a
-//! round, `batch = N`). `PRIOR_GRID_BASE=CONFIG` compares with that
+//! round, `batch = N`; `vF` spends the last share `F` of the budget verifying the top-k,
+//! `verify = F`). `PRIOR_GRID_BASE=CONFIG` compares with that
 //! config in place of BoundaryMORPH's defaults (`mips:1`); `PRIOR_GRID_SEED=S` draws a set's
 //! simulated cross-encoder noise from seed `S` (default 1, `ctxprune eval`'s); `PRIOR_GRID_PER=1` prints every
 //! cell's per-problem differences to stderr. For every config it prints the mean CE-nCG@k difference from
@@ -61,6 +62,7 @@ fn config(spec: &str, b: usize, k: usize, kernel: ctxprune::similarity::Kernel) 
             "f16" => cfg.row_precision = RowPrecision::F16,
             "evidence" => cfg.hyperparameters = Hyperparameters::Evidence,
             x if x.starts_with('q') => cfg.batch = x[1..].parse().unwrap(),
+            x if x.starts_with('v') => cfg.verify = x[1..].parse().unwrap(),
             x => panic!("unknown config field {x}"),
         }
     }

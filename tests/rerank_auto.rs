@@ -37,7 +37,7 @@ fn auto_is_boundary_morph_with_the_switch() {
             ),
             "B = {b}"
         );
-        assert_eq!(c.switch_below, Some(AUTO_LOW_SCORE));
+        assert_eq!((c.switch_below, c.verify), (Some(AUTO_LOW_SCORE), 0.0));
         assert!(c.chosen.unwrap().starts_with(
             "auto: boundary-morph with the feedback prior and the kernel's concentration times 2;"
         ));
@@ -70,7 +70,7 @@ fn auto_is_boundary_morph_with_the_switch() {
         .starts_with("auto: boundary-morph with the feedback prior;"));
     // A named method carries neither the switch nor a note.
     let c = RerankOptions::new("boundary-morph", 40, 3).config().unwrap();
-    assert_eq!((c.switch_below, c.chosen), (None, None));
+    assert_eq!((c.switch_below, c.verify, c.chosen), (None, 0.0, None));
     // The switch, set by hand, is checked by the reranker.
     let engine = ctxprune::Engine::cpu();
     for (cfg, want) in [

@@ -102,10 +102,62 @@ fn revised_fantasies_equal_the_scores_observed_directly() {
     assert!(fant.revise(&[(seen[0], f64::NAN)]).is_err());
 }
 
+/// A token capacity for [`dense_batch_replay`]: the documents' counts and the capacity.
+type Tokens<'t> = Option<(&'t [u64], u64)>;
+
+/// The set a run would return now, from its definition: by `mean` (with a token capacity,
+/// by `mean / tokens`) descending, ties to the lower index; the first `cap`, or the greedy
+/// fill of the capacity (at most `cap` documents, each taken if it still fits).
+fn slow_top(mean: &[f64], cap: usize, tokens: Tokens<'_>) -> Vec<usize> {
+    let key = |i: usize| tokens.map_or(mean[i], |(t, _)| mean[i] / t[i] as f64);
+    let mut order: Vec<usize> = (0..mean.len()).collect();
+    order.sort_by(|&a, &b| key(b).partial_cmp(&key(a)).unwrap().then(a.cmp(&b)));
+    let Some((t, total)) = tokens else {
+        order.truncate(cap);
+        return order;
+    };
+    let (mut used, mut set) = (0u64, vec![]);
+    for i in order {
+        if set.len() < cap && used + t[i] <= total {
+            used += t[i];
+            set.push(i);
+        }
+    }
+    set
+}
+
+/// The verification rule from its definition: of [`slow_top`], the unscored member with
+/// the largest variance, ties to the lower index.
+fn slow_verify(
+    mean: &[f64],
+    var: &[f64],
+    y: &[Option<f64>],
+    cap: usize,
+    tokens: Tokens<'_>,
+) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    for j in slow_top(mean, cap, tokens) {
+        if y[j].is_none() && best.is_none_or(|b| var[j] > var[b] || (var[j] == var[b] && j < b)) {
+            best = Some(j);
+        }
+    }
+    best
+}
+
 /// The kriging believer replayed with a dense refit at every pick: within a round each
 /// pick after the first sees the earlier ones observed at their posterior mean (sigma 0),
-/// after the round their scores replace the fantasies.
-fn dense_batch_replay(p: &P, scores: &[f64], budget: usize, cap: usize, q: usize) -> Vec<usize> {
+/// after the round their scores replace the fantasies. The rounds that start with at most
+/// `verify` calls left take [`slow_verify`]'s pick first, the boundary rule when it has
+/// none; with `tokens`, both rules on the token capacity.
+fn dense_batch_replay(
+    p: &P,
+    scores: &[f64],
+    budget: usize,
+    cap: usize,
+    q: usize,
+    verify: usize,
+    tokens: Tokens<'_>,
+) -> Vec<usize> {
     let k = p.rows();
     let n = k.len();
     let mu0 = percentile(n);
@@ -114,12 +166,22 @@ fn dense_batch_replay(p: &P, scores: &[f64], budget: usize, cap: usize, q: usize
     let mut calls = vec![];
     'run: while calls.len() < budget {
         let q_now = q.min(budget - calls.len());
+        let verifying = budget - calls.len() <= verify;
         let mut picks: Vec<usize> = vec![];
         let mut yy = y.clone();
         while picks.len() < q_now {
             let (mut m, mut v) = full_refit(&k, &mu0, &obs, 1e-4);
             overlay(&mut m, &mut v, &yy);
-            let Some(j) = bp(&m, &v, &yy, cap) else {
+            let checked = if verifying {
+                slow_verify(&m, &v, &yy, cap, tokens)
+            } else {
+                None
+            };
+            let boundary = || match tokens {
+                None => bp(&m, &v, &yy, cap),
+                Some((t, total)) => boundary_pick_tokens(&m, &v, &yy, t, total, cap).unwrap(),
+            };
+            let Some(j) = checked.or_else(boundary) else {
                 break;
             };
             picks.push(j);
@@ -163,7 +225,7 @@ fn batches_follow_a_dense_kriging_believer_replay_and_q1_is_the_paper() {
         cfg.batch = q;
         let mut o = Precomputed::new(scores.clone(), budget).unwrap();
         let got = rerank(&cfg, &p, &mut o).unwrap();
-        let want = dense_batch_replay(&p, &scores, budget, cap, q);
+        let want = dense_batch_replay(&p, &scores, budget, cap, q, 0, None);
         assert_eq!(got.scored, want, "n={n} q={q}");
         assert_eq!(got.rounds, want.len().div_ceil(q), "one oracle call per round");
         if q == 1 {
@@ -187,6 +249,127 @@ fn batches_follow_a_dense_kriging_believer_replay_and_q1_is_the_paper() {
     let r = rerank(&cfg, &p, &mut o).unwrap();
     assert_eq!(r.scored.len(), 12);
     assert_eq!(r.rounds, 1 + 2, "the warm start, then two rounds of 3 and 3");
+}
+
+/// The last `floor(verify B)` calls verify the set the run would return, in batches and
+/// under a token capacity, against the dense replay; the final set is that replay's; a
+/// share outside [0, 1], or on another method, is refused by name.
+#[test]
+fn verifying_calls_follow_a_dense_replay_with_batches_and_token_capacity() {
+    for &(n, d, seed, budget, cap, q, share, tokens) in &[
+        (45usize, 7usize, 16u64, 13usize, 6usize, 1usize, 0.3f64, false),
+        (41, 9, 17, 17, 5, 3, 0.5, false),
+        (47, 6, 18, 15, 9, 4, 1.0, false),
+        (43, 7, 19, 14, 7, 1, 0.4, true),
+        (49, 5, 20, 19, 11, 3, 0.35, true),
+    ] {
+        let (p, scores) = pool(n, d, seed);
+        let counts: Vec<u64> = (0..n as u64).map(|i| 20 + (i * 37) % 90).collect();
+        let capacity = 350;
+        let mut cfg = RerankConfig::new(Method::BoundaryMorph, budget, cap);
+        cfg.batch = q;
+        cfg.verify = share;
+        cfg.kernel = ctxprune::rerank::KernelChoice::Fixed(p.kernel);
+        if tokens {
+            cfg.token_capacity = Some(capacity);
+        }
+        let mut o = Precomputed::new(scores.clone(), budget).unwrap();
+        let got = ctxprune::rerank::rerank_tokens(&cfg, &p.pool, &p.q, tokens.then_some(&counts[..]), &mut o)
+            .unwrap();
+        let verify = (share * budget as f64).floor() as usize;
+        assert!(verify >= 3, "each case verifies");
+        let t = tokens.then_some((&counts[..], capacity));
+        let want = dense_batch_replay(&p, &scores, budget, cap, q, verify, t);
+        let at = format!("n = {n}, q = {q}, verify {verify}, tokens {tokens}");
+        assert_eq!(got.scored, want, "{at}");
+        // Without the verification the last calls go elsewhere: the rule is exercised.
+        let plain = dense_batch_replay(&p, &scores, budget, cap, q, 0, t);
+        assert_ne!(got.scored, plain, "{at}");
+        // The final set is the posterior's after every call, from its definition.
+        let k = p.rows();
+        let mu0 = percentile(n);
+        let obs: Vec<(Option<usize>, f64)> = std::iter::once((None, 0.0))
+            .chain(want.iter().map(|&j| (Some(j), scores[j] - mu0[j])))
+            .collect();
+        let (mut m, mut v) = full_refit(&k, &mu0, &obs, 1e-4);
+        let y: Vec<Option<f64>> = (0..n).map(|j| want.contains(&j).then_some(scores[j])).collect();
+        overlay(&mut m, &mut v, &y);
+        let mut set = slow_top(&m, cap, t);
+        let mut sel = got.selected.clone();
+        set.sort_unstable();
+        sel.sort_unstable();
+        assert_eq!(sel, set, "{at}");
+    }
+    // The share is checked by the reranker.
+    let engine = Engine::cpu();
+    for (method, verify, want) in [
+        (Method::Bagel, 0.1, "applies to boundary-morph, not bagel"),
+        (Method::Rgs, 0.1, "applies to boundary-morph, not rgs"),
+        (Method::BoundaryMorph, 1.5, "1.5 is outside [0, 1]"),
+        (Method::BoundaryMorph, -0.1, "-0.1 is outside [0, 1]"),
+        (Method::BoundaryMorph, f64::NAN, "NaN is outside [0, 1]"),
+    ] {
+        let cfg = RerankConfig {
+            verify,
+            ..RerankConfig::new(method, 20, 3)
+        };
+        let e = ctxprune::rerank::Reranker::new(&engine, cfg)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("invalid verify: ") && e.contains(want), "{e}");
+    }
+}
+
+/// `verify_pick` and `verify_pick_tokens` against their definition on seeded problems
+/// with ties in the means, the variances and the densities, and their errors.
+#[test]
+fn verify_pick_is_its_definition() {
+    let mut rng = Rng::new(71);
+    for case in 0..400 {
+        let n = 1 + rng.below(23);
+        // Few levels, so ties are common.
+        let mean: Vec<f64> = (0..n).map(|_| rng.below(5) as f64 / 4.0).collect();
+        let var: Vec<f64> = (0..n).map(|_| rng.below(3) as f64 / 8.0).collect();
+        let y: Vec<Option<f64>> = (0..n).map(|j| (rng.below(3) == 0).then_some(mean[j])).collect();
+        let counts: Vec<u64> = (0..n).map(|_| 1 + rng.below(4) as u64 * 10).collect();
+        let cap = 1 + rng.below(n + 2);
+        let total = rng.below(120) as u64;
+        let at = format!("case {case}: n = {n}, k = {cap}, T = {total}");
+        assert_eq!(
+            ctxprune::rerank::verify_pick(&mean, &var, &y, cap).unwrap(),
+            slow_verify(&mean, &var, &y, cap, None),
+            "{at}"
+        );
+        assert_eq!(
+            ctxprune::rerank::verify_pick_tokens(&mean, &var, &y, &counts, total, cap).unwrap(),
+            slow_verify(&mean, &var, &y, cap, Some((&counts, total))),
+            "{at}"
+        );
+    }
+    // No capacity, or every member scored: no pick.
+    assert_eq!(
+        ctxprune::rerank::verify_pick(&[0.5], &[0.1], &[None], 0).unwrap(),
+        None
+    );
+    let (mean, var) = ([0.9, 0.5, 0.1], [0.0, 0.0, 0.3]);
+    let y = [Some(0.9), Some(0.5), None];
+    assert_eq!(ctxprune::rerank::verify_pick(&mean, &var, &y, 2).unwrap(), None);
+    assert_eq!(
+        ctxprune::rerank::verify_pick(&mean, &var, &y, 3).unwrap(),
+        Some(2)
+    );
+    let e = ctxprune::rerank::verify_pick(&mean, &var[..2], &y, 2)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("3 means, 2 variances and 3 scores"), "{e}");
+    let e = ctxprune::rerank::verify_pick_tokens(&mean, &var, &y, &[1, 0, 1], 10, 2)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("tokens[1]"), "{e}");
+    let e = ctxprune::rerank::verify_pick_tokens(&mean, &var, &y, &[1, 1], 10, 2)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("posterior"), "{e}");
 }
 
 #[test]

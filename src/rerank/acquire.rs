@@ -1,5 +1,6 @@
 //! The acquisition rules: the boundary rule of SPEC §3 (plain, and on value per token
-//! under a token capacity with its greedy [`Fill`]) and GP-UCB.
+//! under a token capacity with its greedy [`Fill`]), GP-UCB, and the verification of the
+//! set a run would return (a run's last calls, `RerankConfig::verify`).
 
 use crate::error::{Error, Result};
 
@@ -62,6 +63,11 @@ impl Fill<'_> {
         }
         set
     }
+
+    /// The verification rule over the greedy fill by `mean / tokens` ([`verify_pick_tokens`]).
+    pub(super) fn verify(&self, mean: &[f64], var: &[f64], y: &[Option<f64>]) -> Option<usize> {
+        most_uncertain(var, y, &self.take(&self.density_order(mean)))
+    }
 }
 
 /// The boundary rule of SPEC §3: incumbents = top-k by mean (ties by MIPS position);
@@ -88,13 +94,69 @@ pub fn boundary_pick_tokens(
     cap: u64,
     k: usize,
 ) -> Result<Option<usize>> {
+    Ok(checked_fill(mean, var, y, tokens, cap, k)?.boundary(mean, var, y))
+}
+
+/// The verification rule (a run's last calls, `RerankConfig::verify`): of the
+/// set the run would return now, the top-`k` by mean (ties by MIPS position), the unscored
+/// member with the largest variance (ties to the lower index). `None` when every member
+/// is scored. `var` and `y` must have `mean`'s length.
+pub fn verify_pick(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Result<Option<usize>> {
+    check_lengths(mean.len(), var.len(), y.len())?;
+    Ok(verify_scan(mean, var, y, k))
+}
+
+/// The verification rule under a token capacity: [`verify_pick`] over the set the run
+/// would return, the greedy fill of `cap` tokens (and at most `k` documents) by
+/// `mean / tokens` (ties by position).
+pub fn verify_pick_tokens(
+    mean: &[f64],
+    var: &[f64],
+    y: &[Option<f64>],
+    tokens: &[u64],
+    cap: u64,
+    k: usize,
+) -> Result<Option<usize>> {
+    Ok(checked_fill(mean, var, y, tokens, cap, k)?.verify(mean, var, y))
+}
+
+/// The fill of a public token-capacity rule, its inputs checked: the lengths match and
+/// no count is 0.
+fn checked_fill<'t>(
+    mean: &[f64],
+    var: &[f64],
+    y: &[Option<f64>],
+    tokens: &'t [u64],
+    cap: u64,
+    k: usize,
+) -> Result<Fill<'t>> {
     check_lengths(mean.len(), var.len(), y.len())?;
     check_lengths(mean.len(), tokens.len(), mean.len())?;
     if let Some(i) = tokens.iter().position(|&t| t == 0) {
         return Err(Error::invalid(format!("tokens[{i}]"), "is 0"));
     }
-    let fill = Fill { tokens, cap, k };
-    Ok(fill.boundary(mean, var, y))
+    Ok(Fill { tokens, cap, k })
+}
+
+pub(super) fn verify_scan(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Option<usize> {
+    let n = mean.len();
+    let mut idx: Vec<usize> = (0..n).collect();
+    if k == 0 {
+        return None;
+    }
+    if k < n {
+        // The top k as a set (rank order = mean descending, then MIPS position): no sort.
+        idx.select_nth_unstable_by(k - 1, |&a, &b| mean[b].total_cmp(&mean[a]).then(a.cmp(&b)));
+    }
+    most_uncertain(var, y, &idx[..k.min(n)])
+}
+
+/// The unscored member of `set` with the largest variance, ties to the lower index.
+fn most_uncertain(var: &[f64], y: &[Option<f64>], set: &[usize]) -> Option<usize> {
+    set.iter()
+        .copied()
+        .filter(|&j| y[j].is_none())
+        .min_by(|&a, &b| var[b].total_cmp(&var[a]).then(a.cmp(&b)))
 }
 
 /// The same lengths for `mean`, `var` and the scores.

@@ -271,6 +271,14 @@ pub struct RerankConfig {
     /// evidence (a note says so). `method = "auto"` sets it
     /// ([`super::auto::AUTO_LOW_SCORE`]); `None` by default.
     pub switch_below: Option<f64>,
+    /// The share of the budget spent last on the set the run would return: the last
+    /// `floor(verify * B)` calls each score, of the top-k by posterior mean (with a token
+    /// capacity, its greedy fill), the unscored member with the largest posterior variance
+    /// ([`super::verify_pick`]; the boundary rule when every member is scored). In `[0, 1]`;
+    /// boundary-morph only; 0 by default. Measured and not taken by `method = "auto"`: a
+    /// tenth gained on one real-text set and lost on another (docs/rerank.md, "Verifying
+    /// the top-k").
+    pub verify: f64,
     /// What `method = "auto"` chose and why ([`super::auto`]); the run's notes carry it.
     /// `None` for a method named by the caller.
     pub chosen: Option<String>,
@@ -299,6 +307,7 @@ impl RerankConfig {
             row_precision: RowPrecision::F32,
             hyperparameters: Hyperparameters::Paper,
             switch_below: None,
+            verify: 0.0,
             chosen: None,
         }
     }

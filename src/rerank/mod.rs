@@ -62,7 +62,7 @@ mod run;
 use crate::error::Result;
 use crate::pool::Pool;
 use crate::similarity::Kernel;
-pub use acquire::{boundary_pick, boundary_pick_tokens, ucb_pick};
+pub use acquire::{boundary_pick, boundary_pick_tokens, ucb_pick, verify_pick, verify_pick_tokens};
 pub use config::{
     Acquisition, Hyperparameters, KernelChoice, Method, Prior, RerankConfig, EVIDENCE_FIRST,
     EVIDENCE_MAX_OBSERVATIONS, FEEDBACK_BETA, FEEDBACK_EVERY, FEEDBACK_GAMMA, FEEDBACK_RELEVANT,

@@ -2,7 +2,7 @@
 //! single-stage, RGS, or the GP methods' search (BoundaryMORPH, BAGEL and the ablations),
 //! in rounds of `batch` oracle calls.
 
-use super::acquire::{boundary_scan, rank, Fill};
+use super::acquire::{boundary_scan, rank, verify_scan, Fill};
 use super::auto::{AUTO_CONFIRM, AUTO_CONFIRM_FIRST, AUTO_RESERVE};
 use super::config::ADAPTIVE_RIDGE;
 use super::evidence::{self, FitOptions, Hyper, Observed};
@@ -223,6 +223,20 @@ impl Reranker {
                 return Err(Error::invalid("switch_below", format!("{t} is outside (0, 1]")));
             }
         }
+        if cfg.verify != 0.0 {
+            if cfg.method != Method::BoundaryMorph {
+                return Err(Error::invalid(
+                    "verify",
+                    format!("applies to boundary-morph, not {}", cfg.method.name()),
+                ));
+            }
+            if !(0.0..=1.0).contains(&cfg.verify) {
+                return Err(Error::invalid(
+                    "verify",
+                    format!("{} is outside [0, 1]", cfg.verify),
+                ));
+            }
+        }
         if cfg.row_precision != RowPrecision::F32 && cfg.method == Method::SingleStage {
             return Err(Error::invalid(
                 "row_precision",
@@ -385,6 +399,8 @@ impl Reranker {
                 let mut switch = cfg.switch_below;
                 // The feedback prior's next re-shaping (off once a switch drops the prior).
                 let mut feedback = (prior == Prior::Feedback).then_some(FEEDBACK_EVERY);
+                // The last calls verify the set the run would return (`verify`).
+                let verify = (cfg.verify * budget as f64).floor() as usize;
                 // One epoch per set of hyperparameters: the GP is rebuilt when a fit
                 // changes them, with every call so far replayed as one block.
                 let mut epoch = Epoch {
@@ -442,10 +458,12 @@ impl Reranker {
                         fill: fill.as_ref(),
                         mean: vec![0.0; n],
                         var: vec![0.0; n],
+                        verifying: false,
                     };
                     let mut refitted_epoch = None;
                     while run.scored.len() < budget {
                         let q = cfg.batch.min(budget - run.scored.len());
+                        search.verifying = budget - run.scored.len() <= verify;
                         if !search.round(&mut run, q)? {
                             notes.push(format!(
                                 "stopped after {} calls: no boundary pair left",
@@ -712,6 +730,8 @@ struct Search<'g, 'f> {
     fill: Option<&'f Fill<'f>>,
     mean: Vec<f64>,
     var: Vec<f64>,
+    /// This round verifies the set the run would return ([`super::verify_pick`]).
+    verifying: bool,
 }
 
 impl Search<'_, '_> {
@@ -727,33 +747,41 @@ impl Search<'_, '_> {
     }
 
     /// The next document to score, given this round's fantasised picks (`None`: no
-    /// boundary pair, or nothing unscored, is left).
+    /// boundary pair, or nothing unscored, is left). A verifying round takes the set's
+    /// most uncertain unscored member first, the acquisition when it has none.
     fn pick(&mut self, run: &Run<'_>, pending: &[(usize, f64)]) -> Result<Option<usize>> {
-        match self.acq {
-            Acquisition::Boundary => {
-                self.refresh(run, pending)?;
-                // The scores with this round's fantasies; no copy when there are none (q = 1).
-                let y: std::borrow::Cow<'_, [Option<f64>]> = if pending.is_empty() {
-                    std::borrow::Cow::Borrowed(&run.y)
-                } else {
-                    let mut y = run.y.clone();
-                    for &(j, f) in pending {
-                        y[j] = Some(f);
-                    }
-                    std::borrow::Cow::Owned(y)
+        if self.verifying || self.acq == Acquisition::Boundary {
+            self.refresh(run, pending)?;
+            // The scores with this round's fantasies; no copy when there are none (q = 1).
+            let y: std::borrow::Cow<'_, [Option<f64>]> = if pending.is_empty() {
+                std::borrow::Cow::Borrowed(&run.y)
+            } else {
+                let mut y = run.y.clone();
+                for &(j, f) in pending {
+                    y[j] = Some(f);
+                }
+                std::borrow::Cow::Owned(y)
+            };
+            if self.verifying {
+                let j = match self.fill {
+                    None => verify_scan(&self.mean, &self.var, &y, self.k),
+                    Some(f) => f.verify(&self.mean, &self.var, &y),
                 };
-                Ok(match self.fill {
+                if j.is_some() {
+                    return Ok(j);
+                }
+            }
+            if self.acq == Acquisition::Boundary {
+                return Ok(match self.fill {
                     None => boundary_scan(&self.mean, &self.var, &y, self.k),
                     Some(f) => f.boundary(&self.mean, &self.var, &y),
-                })
-            }
-            Acquisition::Ucb => {
-                let beta = self.beta0 / ((run.scored.len() + pending.len() + 1) as f64).sqrt();
-                let mut scored: Vec<bool> = run.y.iter().map(Option::is_some).collect();
-                pending.iter().for_each(|&(j, _)| scored[j] = true);
-                self.gp.ucb(&scored, beta)
+                });
             }
         }
+        let beta = self.beta0 / ((run.scored.len() + pending.len() + 1) as f64).sqrt();
+        let mut scored: Vec<bool> = run.y.iter().map(Option::is_some).collect();
+        pending.iter().for_each(|&(j, _)| scored[j] = true);
+        self.gp.ucb(&scored, beta)
     }
 
     /// One round of up to `q` picks and one oracle call; false when nothing was picked.
