@@ -146,9 +146,10 @@ fn slow_verify(
 
 /// The kriging believer replayed with a dense refit at every pick: within a round each
 /// pick after the first sees the earlier ones observed at their posterior mean (sigma 0),
-/// after the round their scores replace the fantasies. The rounds that start with at most
-/// `verify` calls left take [`slow_verify`]'s pick first, the boundary rule when it has
-/// none; with `tokens`, both rules on the token capacity.
+/// after the round their scores replace the fantasies. The last `verify` picks of the
+/// budget (counted pick by pick, so a round can start before them and end in them) take
+/// [`slow_verify`]'s pick first, the boundary rule when it has none; with `tokens`, both
+/// rules on the token capacity.
 fn dense_batch_replay(
     p: &P,
     scores: &[f64],
@@ -166,10 +167,10 @@ fn dense_batch_replay(
     let mut calls = vec![];
     'run: while calls.len() < budget {
         let q_now = q.min(budget - calls.len());
-        let verifying = budget - calls.len() <= verify;
         let mut picks: Vec<usize> = vec![];
         let mut yy = y.clone();
         while picks.len() < q_now {
+            let verifying = budget - (calls.len() + picks.len()) <= verify;
             let (mut m, mut v) = full_refit(&k, &mu0, &obs, 1e-4);
             overlay(&mut m, &mut v, &yy);
             let checked = if verifying {
@@ -251,9 +252,10 @@ fn batches_follow_a_dense_kriging_believer_replay_and_q1_is_the_paper() {
     assert_eq!(r.rounds, 1 + 2, "the warm start, then two rounds of 3 and 3");
 }
 
-/// The last `floor(verify B)` calls verify the set the run would return, in batches and
-/// under a token capacity, against the dense replay; the final set is that replay's; a
-/// share outside [0, 1], or on another method, is refused by name.
+/// The last `floor(verify B)` calls verify the set the run would return, counted call by
+/// call in batches (a round can start before them), and under a token capacity, against
+/// the dense replay; the final set is that replay's; a share outside [0, 1], on another
+/// method or with UCB is refused by name.
 #[test]
 fn verifying_calls_follow_a_dense_replay_with_batches_and_token_capacity() {
     for &(n, d, seed, budget, cap, q, share, tokens) in &[
@@ -302,9 +304,21 @@ fn verifying_calls_follow_a_dense_replay_with_batches_and_token_capacity() {
     }
     // The share is checked by the reranker.
     let engine = Engine::cpu();
+    let ucb = RerankConfig {
+        acquisition: ctxprune::rerank::Acquisition::Ucb,
+        verify: 0.1,
+        ..RerankConfig::new(Method::BoundaryMorph, 20, 3)
+    };
+    let e = ctxprune::rerank::Reranker::new(&engine, ucb)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e == "invalid verify: applies to boundary-morph with the boundary acquisition, not boundary-morph with ucb",
+        "{e}"
+    );
     for (method, verify, want) in [
-        (Method::Bagel, 0.1, "applies to boundary-morph, not bagel"),
-        (Method::Rgs, 0.1, "applies to boundary-morph, not rgs"),
+        (Method::Bagel, 0.1, "with the boundary acquisition, not bagel"),
+        (Method::Rgs, 0.1, "with the boundary acquisition, not rgs"),
         (Method::BoundaryMorph, 1.5, "1.5 is outside [0, 1]"),
         (Method::BoundaryMorph, -0.1, "-0.1 is outside [0, 1]"),
         (Method::BoundaryMorph, f64::NAN, "NaN is outside [0, 1]"),
@@ -349,6 +363,10 @@ fn verify_pick_is_its_definition() {
     // No capacity, or every member scored: no pick.
     assert_eq!(
         ctxprune::rerank::verify_pick(&[0.5], &[0.1], &[None], 0).unwrap(),
+        None
+    );
+    assert_eq!(
+        ctxprune::rerank::verify_pick_tokens(&[0.5], &[0.1], &[None], &[3], 10, 0).unwrap(),
         None
     );
     let (mean, var) = ([0.9, 0.5, 0.1], [0.0, 0.0, 0.3]);

@@ -100,7 +100,7 @@ pub fn boundary_pick_tokens(
 /// The verification rule (a run's last calls, `RerankConfig::verify`): of the
 /// set the run would return now, the top-`k` by mean (ties by MIPS position), the unscored
 /// member with the largest variance (ties to the lower index). `None` when every member
-/// is scored. `var` and `y` must have `mean`'s length.
+/// is scored, or `k` is 0. `var` and `y` must have `mean`'s length.
 pub fn verify_pick(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Result<Option<usize>> {
     check_lengths(mean.len(), var.len(), y.len())?;
     Ok(verify_scan(mean, var, y, k))

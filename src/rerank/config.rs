@@ -271,13 +271,14 @@ pub struct RerankConfig {
     /// evidence (a note says so). `method = "auto"` sets it
     /// ([`super::auto::AUTO_LOW_SCORE`]); `None` by default.
     pub switch_below: Option<f64>,
-    /// The share of the budget spent last on the set the run would return: the last
-    /// `floor(verify * B)` calls each score, of the top-k by posterior mean (with a token
-    /// capacity, its greedy fill), the unscored member with the largest posterior variance
+    /// The share of the budget spent last on the set the run would return: each of the
+    /// last `floor(verify * B)` calls (counted call by call, batches included; none when
+    /// that is 0) scores, of the top-k by posterior mean (with a token capacity, its greedy
+    /// fill), the unscored member with the largest posterior variance
     /// ([`super::verify_pick`]; the boundary rule when every member is scored). In `[0, 1]`;
-    /// boundary-morph only; 0 by default. Measured and not taken by `method = "auto"`: a
-    /// tenth gained on one real-text set and lost on another (docs/rerank.md, "Verifying
-    /// the top-k").
+    /// boundary-morph with the boundary acquisition only; 0 by default. Measured and not
+    /// taken by `method = "auto"`: a tenth gained on one real-text set and lost on two
+    /// (docs/rerank.md, "Verifying the top-k").
     pub verify: f64,
     /// What `method = "auto"` chose and why ([`super::auto`]); the run's notes carry it.
     /// `None` for a method named by the caller.

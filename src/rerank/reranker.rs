@@ -224,10 +224,18 @@ impl Reranker {
             }
         }
         if cfg.verify != 0.0 {
-            if cfg.method != Method::BoundaryMorph {
+            if cfg.method != Method::BoundaryMorph || cfg.acquisition != Acquisition::Boundary {
                 return Err(Error::invalid(
                     "verify",
-                    format!("applies to boundary-morph, not {}", cfg.method.name()),
+                    format!(
+                        "applies to boundary-morph with the boundary acquisition, not {}{}",
+                        cfg.method.name(),
+                        if cfg.method == Method::BoundaryMorph {
+                            " with ucb"
+                        } else {
+                            ""
+                        }
+                    ),
                 ));
             }
             if !(0.0..=1.0).contains(&cfg.verify) {
@@ -458,12 +466,11 @@ impl Reranker {
                         fill: fill.as_ref(),
                         mean: vec![0.0; n],
                         var: vec![0.0; n],
-                        verifying: false,
+                        verify_from: budget - verify,
                     };
                     let mut refitted_epoch = None;
                     while run.scored.len() < budget {
                         let q = cfg.batch.min(budget - run.scored.len());
-                        search.verifying = budget - run.scored.len() <= verify;
                         if !search.round(&mut run, q)? {
                             notes.push(format!(
                                 "stopped after {} calls: no boundary pair left",
@@ -730,8 +737,9 @@ struct Search<'g, 'f> {
     fill: Option<&'f Fill<'f>>,
     mean: Vec<f64>,
     var: Vec<f64>,
-    /// This round verifies the set the run would return ([`super::verify_pick`]).
-    verifying: bool,
+    /// The call from which on each pick verifies the set the run would return
+    /// ([`super::verify_pick`]): the budget less the verifying calls.
+    verify_from: usize,
 }
 
 impl Search<'_, '_> {
@@ -747,41 +755,43 @@ impl Search<'_, '_> {
     }
 
     /// The next document to score, given this round's fantasised picks (`None`: no
-    /// boundary pair, or nothing unscored, is left). A verifying round takes the set's
-    /// most uncertain unscored member first, the acquisition when it has none.
+    /// boundary pair, or nothing unscored, is left). From call `verify_from` on, the set's
+    /// most uncertain unscored member comes first, the boundary rule when it has none.
     fn pick(&mut self, run: &Run<'_>, pending: &[(usize, f64)]) -> Result<Option<usize>> {
-        if self.verifying || self.acq == Acquisition::Boundary {
-            self.refresh(run, pending)?;
-            // The scores with this round's fantasies; no copy when there are none (q = 1).
-            let y: std::borrow::Cow<'_, [Option<f64>]> = if pending.is_empty() {
-                std::borrow::Cow::Borrowed(&run.y)
-            } else {
-                let mut y = run.y.clone();
-                for &(j, f) in pending {
-                    y[j] = Some(f);
-                }
-                std::borrow::Cow::Owned(y)
-            };
-            if self.verifying {
-                let j = match self.fill {
-                    None => verify_scan(&self.mean, &self.var, &y, self.k),
-                    Some(f) => f.verify(&self.mean, &self.var, &y),
+        match self.acq {
+            Acquisition::Boundary => {
+                self.refresh(run, pending)?;
+                // The scores with this round's fantasies; no copy when there are none (q = 1).
+                let y: std::borrow::Cow<'_, [Option<f64>]> = if pending.is_empty() {
+                    std::borrow::Cow::Borrowed(&run.y)
+                } else {
+                    let mut y = run.y.clone();
+                    for &(j, f) in pending {
+                        y[j] = Some(f);
+                    }
+                    std::borrow::Cow::Owned(y)
                 };
-                if j.is_some() {
-                    return Ok(j);
+                if run.scored.len() + pending.len() >= self.verify_from {
+                    let j = match self.fill {
+                        None => verify_scan(&self.mean, &self.var, &y, self.k),
+                        Some(f) => f.verify(&self.mean, &self.var, &y),
+                    };
+                    if j.is_some() {
+                        return Ok(j);
+                    }
                 }
-            }
-            if self.acq == Acquisition::Boundary {
-                return Ok(match self.fill {
+                Ok(match self.fill {
                     None => boundary_scan(&self.mean, &self.var, &y, self.k),
                     Some(f) => f.boundary(&self.mean, &self.var, &y),
-                });
+                })
+            }
+            Acquisition::Ucb => {
+                let beta = self.beta0 / ((run.scored.len() + pending.len() + 1) as f64).sqrt();
+                let mut scored: Vec<bool> = run.y.iter().map(Option::is_some).collect();
+                pending.iter().for_each(|&(j, _)| scored[j] = true);
+                self.gp.ucb(&scored, beta)
             }
         }
-        let beta = self.beta0 / ((run.scored.len() + pending.len() + 1) as f64).sqrt();
-        let mut scored: Vec<bool> = run.y.iter().map(Option::is_some).collect();
-        pending.iter().for_each(|&(j, _)| scored[j] = true);
-        self.gp.ucb(&scored, beta)
     }
 
     /// One round of up to `q` picks and one oracle call; false when nothing was picked.
