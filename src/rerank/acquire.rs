@@ -4,11 +4,26 @@
 
 use crate::error::{Error, Result};
 
+/// Rank order: `a` before `b` by value descending, then MIPS position ascending.
+fn before(values: &[f64], a: usize, b: usize) -> std::cmp::Ordering {
+    values[b].total_cmp(&values[a]).then(a.cmp(&b))
+}
+
 /// Ranking by (value desc, MIPS position asc).
 pub(super) fn rank(values: &[f64]) -> Vec<usize> {
     let mut o: Vec<usize> = (0..values.len()).collect();
-    o.sort_by(|&a, &b| values[b].total_cmp(&values[a]).then(a.cmp(&b)));
+    o.sort_by(|&a, &b| before(values, a, b));
     o
+}
+
+/// Every position, the top `k` by rank first (as a set, unordered: a selection, not a
+/// sort); `1 <= k <= values.len()`.
+fn top_first(values: &[f64], k: usize) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..values.len()).collect();
+    if k < idx.len() {
+        idx.select_nth_unstable_by(k - 1, |&a, &b| before(values, a, b));
+    }
+    idx
 }
 
 /// A token capacity with the documents' counts: the greedy fill.
@@ -139,16 +154,11 @@ fn checked_fill<'t>(
 }
 
 pub(super) fn verify_scan(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usize) -> Option<usize> {
-    let n = mean.len();
-    let mut idx: Vec<usize> = (0..n).collect();
     if k == 0 {
         return None;
     }
-    if k < n {
-        // The top k as a set (rank order = mean descending, then MIPS position): no sort.
-        idx.select_nth_unstable_by(k - 1, |&a, &b| mean[b].total_cmp(&mean[a]).then(a.cmp(&b)));
-    }
-    most_uncertain(var, y, &idx[..k.min(n)])
+    let k = k.min(mean.len());
+    most_uncertain(var, y, &top_first(mean, k)[..k])
 }
 
 /// The unscored member of `set` with the largest variance, ties to the lower index.
@@ -177,12 +187,9 @@ pub(super) fn boundary_scan(mean: &[f64], var: &[f64], y: &[Option<f64>], k: usi
     if n <= k || k == 0 {
         return None;
     }
-    // Rank order = mean descending, then MIPS position ascending.
-    let before = |a: usize, b: usize| mean[b].total_cmp(&mean[a]).then(a.cmp(&b));
-    let mut idx: Vec<usize> = (0..n).collect();
-    idx.select_nth_unstable_by(k - 1, |&a, &b| before(a, b));
+    let mut idx = top_first(mean, k);
     let (inc, ch) = idx.split_at_mut(k);
-    inc.sort_unstable_by(|&a, &b| before(a, b));
+    inc.sort_unstable_by(|&a, &b| before(mean, a, b));
     let inc: &[usize] = inc;
     // Challengers come off a heap in rank order, only as far as the scan needs them.
     struct C<'m>(usize, &'m [f64]);
