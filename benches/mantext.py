@@ -17,7 +17,6 @@ downloaded (`apt-get install man-db manpages` provides the pages where they are 
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
@@ -27,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import labelled  # noqa: E402
-from realtext import build, report  # noqa: E402
+from realtext import set_builder_main  # noqa: E402
 
 MAN = Path("/usr/share/man")
 SECTIONS = ("man1", "man5", "man7", "man8")
@@ -135,17 +134,8 @@ def collect(per_page: int) -> list[dict]:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ctxprune", default="target/release/ctxprune")
-    ap.add_argument("--cache", default="target/mantext")
-    ap.add_argument("--per-page", type=int, default=12)
-    ap.add_argument("--set", help="also write ctxprune eval's problem set to this file")
-    ap.add_argument("--pool", type=int, default=5000, help="passages per problem of --set")
-    ap.add_argument("--drop-unanswered", action="store_true",
-                    help="leave out (and name) the questions whose pages this machine lacks")
-    a = ap.parse_args()
-    docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_page, collect, QUERIES, "page", a.drop_unanswered)
-    report(docs, E, Q, G, "page", "pages", a.set, a.pool)
+    set_builder_main(collect, QUERIES, "page", "pages", "target/mantext", "--per-page", 12,
+                     "pages this machine lacks")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ downloaded (Debian's `perl` package provides the modules).
 
 from __future__ import annotations
 
-import argparse
 import glob
 import os
 import subprocess
@@ -29,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import labelled  # noqa: E402
-from realtext import build, report  # noqa: E402
+from realtext import set_builder_main  # noqa: E402
 
 ROOTS = ("/usr/share/perl/5.*", "/usr/lib/x86_64-linux-gnu/perl/5.*", "/usr/share/perl5",
          "/usr/lib/x86_64-linux-gnu/perl5/5.*")
@@ -157,17 +156,8 @@ def collect(per_module: int) -> list[dict]:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ctxprune", default="target/release/ctxprune")
-    ap.add_argument("--cache", default="target/perltext")
-    ap.add_argument("--per-module", type=int, default=150)
-    ap.add_argument("--set", help="also write ctxprune eval's problem set to this file")
-    ap.add_argument("--pool", type=int, default=5000, help="passages per problem of --set")
-    ap.add_argument("--drop-unanswered", action="store_true",
-                    help="leave out (and name) the questions whose modules this machine lacks")
-    a = ap.parse_args()
-    docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_module, collect, QUERIES, "module", a.drop_unanswered)
-    report(docs, E, Q, G, "module", "modules", a.set, a.pool)
+    set_builder_main(collect, QUERIES, "module", "modules", "target/perltext", "--per-module", 150,
+                     "modules this machine lacks")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ and their dependencies).
 
 from __future__ import annotations
 
-import argparse
 import os
 import pkgutil
 import site
@@ -40,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import labelled  # noqa: E402
-from realtext import build, report  # noqa: E402
+from realtext import set_builder_main  # noqa: E402
 
 # (query, grade-2 modules, grade-1 modules), written by hand before the set was built.
 QUERIES = [
@@ -284,18 +283,8 @@ def collect(per_module: int) -> list[dict]:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ctxprune", default="target/release/ctxprune")
-    ap.add_argument("--cache", default="target/pytext")
-    ap.add_argument("--per-module", type=int, default=60)
-    ap.add_argument("--set", help="also write ctxprune eval's problem set to this file")
-    ap.add_argument("--pool", type=int, default=5000, help="passages per problem of --set")
-    ap.add_argument("--drop-unanswered", action="store_true",
-                    help="leave out (and name) the questions whose modules this Python lacks")
-    a = ap.parse_args()
-    docs, E, Q, G = build(a.ctxprune, Path(a.cache), a.per_module, collect, QUERIES, "module",
-                          a.drop_unanswered)
-    report(docs, E, Q, G, "module", "modules", a.set, a.pool)
+    set_builder_main(collect, QUERIES, "module", "modules", "target/pytext", "--per-module", 60,
+                     "modules this Python lacks")
 
 
 if __name__ == "__main__":

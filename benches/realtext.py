@@ -333,6 +333,25 @@ def report(docs, E, Q, G, key: str, noun: str, set_path, pool: int):
         print(f"wrote {set_path}: {len(Q)} problems of {pool} passages")
 
 
+def set_builder_main(collect_fn, queries, key: str, noun: str, cache: str, per_flag: str, per_default: int,
+                     lacking: str):
+    """The command line of benches/mantext.py, pytext.py and perltext.py: build the set of
+    `queries` over `collect_fn`'s passages labelled under `key` (cached under `cache`, at
+    most `per_flag` passages a label) and write `ctxprune eval`'s file with --set."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ctxprune", default="target/release/ctxprune")
+    ap.add_argument("--cache", default=cache)
+    ap.add_argument(per_flag, type=int, default=per_default)
+    ap.add_argument("--set", help="also write ctxprune eval's problem set to this file")
+    ap.add_argument("--pool", type=int, default=5000, help="passages per problem of --set")
+    ap.add_argument("--drop-unanswered", action="store_true",
+                    help=f"leave out (and name) the questions whose {lacking}")
+    a = ap.parse_args()
+    per = getattr(a, per_flag.lstrip("-").replace("-", "_"))
+    docs, E, Q, G = build(a.ctxprune, Path(a.cache), per, collect_fn, queries, key, a.drop_unanswered)
+    report(docs, E, Q, G, key, noun, a.set, a.pool)
+
+
 def question_range(spec: str) -> tuple[int, int]:
     """`--questions`' value as (first, last), 1-based and inclusive: `N` is `1-N`."""
     m = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", spec)
