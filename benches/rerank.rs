@@ -14,9 +14,11 @@
 //! (its fits and rebuilds inside the clock), beside the paper's; `auto_n10000_k100_switched/100`
 //! is `method = "auto"` on scores that are all low (the same scores times 0.4), so it
 //! confirms at the MIPS top, switches, and fits from there; `auto_n10000_k100_kept/100` on
-//! the uniform scores, where it keeps its prior (the feedback prior, the doubled kappa);
-//! `boundary_morph_n10000_k100_score/100` and `_feedback/100` are B = 100 with the score and
-//! the feedback prior (its re-shapings inside the clock).
+//! the uniform scores, where it keeps its prior (the feedback prior with its neighbour
+//! share, the doubled kappa);
+//! `boundary_morph_n10000_k100_score/100`, `_feedback/100` and `_feedback_neighbours/100`
+//! are B = 100 with the score and the feedback prior (its re-shapings inside the clock), the
+//! last with auto's neighbour share.
 //!
 //! A `cuda` group runs the same on the GPU when `Engine::auto` finds one.
 //! Run: `cargo bench --bench rerank && python3 benches/medians.py`.
@@ -118,14 +120,22 @@ fn benches(c: &mut Criterion) {
         }
     }
     // The score prior and the feedback prior (its re-shapings at 10, 20, ..., 90 calls: a
-    // pass of cosines over the pool and two passes over V each, no kernel row).
-    for (name, prior) in [
-        ("boundary_morph_n10000_k100_score", Prior::Score),
-        ("boundary_morph_n10000_k100_feedback", Prior::Feedback),
+    // pass of cosines over the pool and two passes over V each, no kernel row), and with
+    // auto's neighbour share (a pass of cosines for each document scored at least 0.5,
+    // once: about half of the uniform scores).
+    for (name, prior, share) in [
+        ("boundary_morph_n10000_k100_score", Prior::Score, 0.0),
+        ("boundary_morph_n10000_k100_feedback", Prior::Feedback, 0.0),
+        (
+            "boundary_morph_n10000_k100_feedback_neighbours",
+            Prior::Feedback,
+            ctxprune::rerank::auto::AUTO_NEIGHBOURS,
+        ),
     ] {
         let budget = 100usize;
         let mut fc = cfg(budget, RowPrecision::F32);
         fc.prior = prior;
+        fc.feedback_neighbours = share;
         let r = Reranker::new(&cpu, fc).unwrap();
         g.bench_with_input(BenchmarkId::new(name, budget), &budget, |b, &budget| {
             b.iter(|| {

@@ -12,7 +12,8 @@
 //! `auto` adds auto's switch; `bf16` / `f16` read kernel rows from that copy; `evidence`
 //! fits the hyperparameters by the evidence; `qN` calls the oracle with `N` documents a
 //! round, `batch = N`; `vF` spends the last share `F` of the budget verifying the top-k,
-//! `verify = F`). `PRIOR_GRID_BASE=CONFIG` compares with that
+//! `verify = F`; `nS` takes the share `S` of the feedback prior from the relevant
+//! documents' neighbourhoods, `feedback_neighbours = S`: auto is `feedback:2:auto:n0.3`). `PRIOR_GRID_BASE=CONFIG` compares with that
 //! config in place of BoundaryMORPH's defaults (`mips:1`); `PRIOR_GRID_SEED=S` draws a set's
 //! simulated cross-encoder noise from seed `S` (default 1, `ctxprune eval`'s); `PRIOR_GRID_PER=1` prints every
 //! cell's per-problem differences to stderr. For every config it prints the mean CE-nCG@k difference from
@@ -31,7 +32,7 @@
 //!
 //! ```text
 //! PRIOR_GRID_SEEDS=1,1001,2001 cargo run --release --example prior_grid -- \
-//!     target/pytext.safetensors 0.05,0.15,0.3 feedback:2:auto
+//!     target/pytext.safetensors 0.05,0.15,0.3 feedback:2:auto:n0.3
 //! ```
 use ctxprune::rerank::eval::{generate_mode, Mode, Problem};
 use ctxprune::rerank::eval_set::ProblemSet;
@@ -63,6 +64,7 @@ fn config(spec: &str, b: usize, k: usize, kernel: ctxprune::similarity::Kernel) 
             "evidence" => cfg.hyperparameters = Hyperparameters::Evidence,
             x if x.starts_with('q') => cfg.batch = x[1..].parse().unwrap(),
             x if x.starts_with('v') => cfg.verify = x[1..].parse().unwrap(),
+            x if x.starts_with('n') => cfg.feedback_neighbours = x[1..].parse().unwrap(),
             x => panic!("unknown config field {x}"),
         }
     }

@@ -7,7 +7,7 @@ use crate::rerank::{pool, rerank, P};
 use crate::rerank_evidence::{evidence_replay, Replay};
 use crate::slow;
 use ctxprune::rerank::auto::{
-    AUTO_CONCENTRATION, AUTO_CONFIRM, AUTO_CONFIRM_FIRST, AUTO_LOW_SCORE, AUTO_RESERVE,
+    AUTO_CONCENTRATION, AUTO_CONFIRM, AUTO_CONFIRM_FIRST, AUTO_LOW_SCORE, AUTO_NEIGHBOURS, AUTO_RESERVE,
 };
 use ctxprune::rerank::{
     Hyperparameters, Method, Precomputed, Prior, RerankConfig, RerankOptions, Reranker, RowPrecision,
@@ -37,9 +37,12 @@ fn auto_is_boundary_morph_with_the_switch() {
             ),
             "B = {b}"
         );
-        assert_eq!((c.switch_below, c.verify), (Some(AUTO_LOW_SCORE), 0.0));
+        assert_eq!(
+            (c.switch_below, c.verify, c.feedback_neighbours),
+            (Some(AUTO_LOW_SCORE), 0.0, AUTO_NEIGHBOURS)
+        );
         assert!(c.chosen.unwrap().starts_with(
-            "auto: boundary-morph with the feedback prior and the kernel's concentration times 2;"
+            "auto: boundary-morph with the feedback prior (0.3 of it from the relevant documents' neighbourhoods) and the kernel's concentration times 2;"
         ));
     }
     // What does not change the choice is the caller's.
@@ -67,10 +70,13 @@ fn auto_is_boundary_morph_with_the_switch() {
     assert!(c
         .chosen
         .unwrap()
-        .starts_with("auto: boundary-morph with the feedback prior;"));
+        .starts_with("auto: boundary-morph with the feedback prior (0.3 of it from the relevant documents' neighbourhoods);"));
     // A named method carries neither the switch nor a note.
     let c = RerankOptions::new("boundary-morph", 40, 3).config().unwrap();
-    assert_eq!((c.switch_below, c.verify, c.chosen), (None, 0.0, None));
+    assert_eq!(
+        (c.switch_below, c.verify, c.feedback_neighbours, c.chosen),
+        (None, 0.0, 0.0, None)
+    );
     // The switch, set by hand, is checked by the reranker.
     let engine = ctxprune::Engine::cpu();
     for (cfg, want) in [
@@ -117,12 +123,13 @@ fn auto_is_boundary_morph_with_the_switch() {
     }
 }
 
-/// BoundaryMORPH as auto runs it while its prior stands: the feedback prior, the kernel's
-/// concentration doubled.
+/// BoundaryMORPH as auto runs it while its prior stands: the feedback prior with its
+/// neighbour share, the kernel's concentration doubled.
 fn kept(budget: usize, cap: usize) -> RerankConfig {
     RerankConfig {
         prior: Prior::Feedback,
         concentration: AUTO_CONCENTRATION,
+        feedback_neighbours: AUTO_NEIGHBOURS,
         ..RerankConfig::new(Method::BoundaryMorph, budget, cap)
     }
 }
@@ -498,8 +505,8 @@ fn the_cli_runs_auto_and_names_a_refused_flag() {
     let (code, out, err) = go(args("auto", &[]));
     assert_eq!(code, 0, "{err}");
     let a: serde_json::Value = serde_json::from_str(&out).unwrap();
-    // The kept run is boundary-morph with the feedback prior and twice the median
-    // heuristic's kappa, which the CLI can name.
+    // The kept run is boundary-morph with the feedback prior (auto's neighbour share) and
+    // twice the median heuristic's kappa, which the CLI can name.
     let pool = ctxprune::Pool::new(&ctxprune::Engine::cpu(), e.clone()).unwrap();
     let kernel = ctxprune::similarity::Kernel::from_median(
         ctxprune::similarity::KernelKind::Vmf,
@@ -512,7 +519,14 @@ fn the_cli_runs_auto_and_names_a_refused_flag() {
     let kappa = kappa.to_string();
     let (code, out, err) = go(args(
         "boundary-morph",
-        &["--prior", "feedback", "--kappa", &kappa],
+        &[
+            "--prior",
+            "feedback",
+            "--kappa",
+            &kappa,
+            "--feedback-neighbours",
+            &AUTO_NEIGHBOURS.to_string(),
+        ],
     ));
     assert_eq!(code, 0, "{err}");
     let b: serde_json::Value = serde_json::from_str(&out).unwrap();

@@ -739,8 +739,8 @@ pub(crate) enum Replay {
 /// dense posterior until the first fit; at 10 calls and whenever the calls have doubled, a
 /// fit of the evidence over the query and the calls (warm-started), then the dense
 /// posterior of the fitted model on the fitted kernel; the boundary rule at every step.
-/// [`Replay::Auto`] (`method = auto`: the feedback prior, the kernel's concentration
-/// doubled, the paper's hyperparameters): no fit, unless at 10 calls every score is below
+/// [`Replay::Auto`] (`method = auto`: the feedback prior with its neighbour share, the
+/// kernel's concentration doubled, the paper's hyperparameters): no fit, unless at 10 calls every score is below
 /// its switch; then the zero prior and the fits from there on; else the feedback prior
 /// re-shaped every 10 calls.
 pub(crate) fn evidence_replay(
@@ -753,9 +753,14 @@ pub(crate) fn evidence_replay(
 ) -> (Vec<usize>, Option<Hyper>) {
     use ctxprune::rerank::auto::{AUTO_CONCENTRATION, AUTO_LOW_SCORE};
     let n = scores.len();
-    let (prior, mut switch, concentration) = match how {
-        Replay::Evidence(prior) => (prior, None, 1.0),
-        Replay::Auto => (Prior::Feedback, Some(AUTO_LOW_SCORE), AUTO_CONCENTRATION),
+    let (prior, mut switch, concentration, neighbours) = match how {
+        Replay::Evidence(prior) => (prior, None, 1.0, 0.0),
+        Replay::Auto => (
+            Prior::Feedback,
+            Some(AUTO_LOW_SCORE),
+            AUTO_CONCENTRATION,
+            ctxprune::rerank::auto::AUTO_NEIGHBOURS,
+        ),
     };
     // The feedback prior's next re-shaping (auto's, until a switch drops the prior).
     let mut feedback = (prior == Prior::Feedback).then_some(ctxprune::rerank::FEEDBACK_EVERY);
@@ -833,7 +838,7 @@ pub(crate) fn evidence_replay(
         if feedback.is_some_and(|due| calls.len() >= due && calls.len() < budget) {
             let k = kernel_rows_in(&p.pool, &p.q, kernel, prec).unwrap();
             let seen: Vec<(usize, f64)> = calls.iter().map(|&j| (j, scores[j])).collect();
-            mu0 = ctxprune::rerank::feedback_mean(&k, &seen).unwrap();
+            mu0 = ctxprune::rerank::feedback_mean_with(&k, &seen, neighbours).unwrap();
             feedback = Some(calls.len() + ctxprune::rerank::FEEDBACK_EVERY);
         }
         if evidence_on && calls.len() >= next && calls.len() < budget {

@@ -7,8 +7,8 @@ use crate::rerank::{bp, full_refit, overlay, pool, rerank, P};
 use crate::rerank_beyond::fresh;
 use ctxprune::rerank::gp::Gp;
 use ctxprune::rerank::{
-    feedback_mean, kernel_rows, prior_mean, Hyperparameters, Method, Precomputed, Prior, RerankConfig,
-    RerankOptions, Reranker, FEEDBACK_BETA, FEEDBACK_EVERY, FEEDBACK_GAMMA, FEEDBACK_RELEVANT,
+    feedback_mean, feedback_mean_with, kernel_rows, prior_mean, Hyperparameters, Method, Precomputed, Prior,
+    RerankConfig, RerankOptions, Reranker, FEEDBACK_BETA, FEEDBACK_EVERY, FEEDBACK_GAMMA, FEEDBACK_RELEVANT,
 };
 use ctxprune::rng::Rng;
 use ctxprune::{Embeddings, Engine, Pool};
@@ -50,21 +50,27 @@ fn slow_feedback(raw: &Embeddings, q: &[f32], scored: &[(usize, f64)]) -> (Vec<f
     )
 }
 
+/// `count` distinct rows of a pool of `n` and each with a uniform score, seeded.
+fn graded_rows(n: usize, count: usize, seed: u64) -> (Vec<usize>, Vec<(usize, f64)>) {
+    let mut rng = Rng::new(seed);
+    let mut picked: Vec<usize> = Vec::new();
+    while picked.len() < count {
+        let j = rng.below(n);
+        if !picked.contains(&j) {
+            picked.push(j);
+        }
+    }
+    let graded = picked.iter().map(|&j| (j, rng.uniform())).collect();
+    (picked, graded)
+}
+
 #[test]
 fn feedback_prior_is_the_score_shape_of_rocchios_moved_query() {
     for &(n, d, seed) in &[(37usize, 9usize, 61u64), (64, 5, 62), (203, 17, 63)] {
         let (raw, q, _) = crate::raw_problem(n, d, seed);
         let pool = Pool::new(&Engine::cpu(), raw.clone()).unwrap();
         let rows = kernel_rows(&pool, &q, ctxprune::similarity::Kernel::Cosine).unwrap();
-        let mut rng = Rng::new(seed);
-        let mut picked: Vec<usize> = Vec::new();
-        while picked.len() < 11 {
-            let j = rng.below(n);
-            if !picked.contains(&j) {
-                picked.push(j);
-            }
-        }
-        let graded: Vec<(usize, f64)> = picked.iter().map(|&j| (j, rng.uniform())).collect();
+        let (picked, graded) = graded_rows(n, 11, seed);
         let cases: Vec<(&str, Vec<(usize, f64)>)> = vec![
             ("graded", graded.clone()),
             // No relevant centroid (every score 0) and no non-relevant one (every score 1).
@@ -116,6 +122,120 @@ fn feedback_prior_is_the_score_shape_of_rocchios_moved_query() {
             let e = feedback_mean(&rows, &bad).unwrap_err().to_string();
             assert!(e.contains(&want), "{e}");
         }
+    }
+}
+
+/// The neighbour share's term from its definition, in f64 from the raw rows: every row's
+/// largest cosine with a unit row scored at least `FEEDBACK_RELEVANT`, min-max scaled over
+/// the pool, square root (with the span); `None` when no row is relevant.
+fn slow_neighbours(raw: &Embeddings, scored: &[(usize, f64)]) -> Option<(Vec<f64>, f64)> {
+    let unit = |v: &[f32]| {
+        let norm = v.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+        v.iter().map(|&x| f64::from(x) / norm).collect::<Vec<f64>>()
+    };
+    let relevant: Vec<Vec<f64>> = scored
+        .iter()
+        .filter(|s| s.1 >= FEEDBACK_RELEVANT)
+        .map(|&(j, _)| unit(raw.row(j)))
+        .collect();
+    if relevant.is_empty() {
+        return None;
+    }
+    let near: Vec<f64> = (0..raw.rows())
+        .map(|i| {
+            let x = unit(raw.row(i));
+            relevant
+                .iter()
+                .map(|r| r.iter().zip(&x).map(|(a, b)| a * b).sum::<f64>())
+                .fold(f64::NEG_INFINITY, f64::max)
+        })
+        .collect();
+    let lo = near.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = near.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((
+        near.iter().map(|c| ((c - lo) / (hi - lo)).sqrt()).collect(),
+        hi - lo,
+    ))
+}
+
+#[test]
+fn the_neighbour_share_mixes_in_the_nearest_relevant_rows_shape() {
+    for &(n, d, seed) in &[(37usize, 9usize, 64u64), (71, 5, 65), (203, 17, 66)] {
+        let (raw, q, _) = crate::raw_problem(n, d, seed);
+        let pool = Pool::new(&Engine::cpu(), raw.clone()).unwrap();
+        let rows = kernel_rows(&pool, &q, ctxprune::similarity::Kernel::Cosine).unwrap();
+        let (picked, graded) = graded_rows(n, 13, seed);
+        let cases: Vec<(&str, Vec<(usize, f64)>)> = vec![
+            ("graded", graded.clone()),
+            ("all one", picked.iter().map(|&j| (j, 1.0)).collect()),
+            ("one relevant", vec![(picked[3], 0.7), (picked[4], 0.2)]),
+            // The line itself is relevant; just under it, not.
+            (
+                "at the line",
+                vec![
+                    (picked[0], FEEDBACK_RELEVANT),
+                    (picked[1], FEEDBACK_RELEVANT - 1e-9),
+                ],
+            ),
+            // The same relevant row twice counts once (the largest is the same).
+            (
+                "twice",
+                vec![(picked[5], 0.9), (picked[6], 0.1), (picked[5], 0.8)],
+            ),
+            ("all zero", picked.iter().map(|&j| (j, 0.0)).collect()),
+            (
+                "all low",
+                graded
+                    .iter()
+                    .map(|&(j, y)| (j, (FEEDBACK_RELEVANT - 1e-3) * y))
+                    .collect(),
+            ),
+        ];
+        for (what, scored) in cases {
+            let at = format!("n={n} {what}");
+            let rocchio = feedback_mean(&rows, &scored).unwrap();
+            assert_eq!(feedback_mean_with(&rows, &scored, 0.0).unwrap(), rocchio, "{at}");
+            let alone = feedback_mean_with(&rows, &scored, 1.0).unwrap();
+            match slow_neighbours(&raw, &scored) {
+                None => {
+                    // No relevant row: Rocchio's prior at every share.
+                    assert_eq!(alone, rocchio, "{at}");
+                    assert_eq!(feedback_mean_with(&rows, &scored, 0.3).unwrap(), rocchio, "{at}");
+                }
+                Some((want, span)) => {
+                    assert!(span > 0.1, "{at}: a spread-out pool");
+                    // The squares agree to f32's precision over the span, as Rocchio's do.
+                    let sq = |v: &[f64]| v.iter().map(|m| m * m).collect::<Vec<f64>>();
+                    crate::assert_close(&at, &sq(&alone), &sq(&want), 1e-6 / span);
+                    assert_ne!(alone, rocchio, "{at}");
+                    for share in [0.3, 0.75] {
+                        let got = feedback_mean_with(&rows, &scored, share).unwrap();
+                        let mixed: Vec<f64> = rocchio
+                            .iter()
+                            .zip(&alone)
+                            .map(|(&r, &a)| (1.0 - share) * r + share * a)
+                            .collect();
+                        assert_eq!(got, mixed, "{at} share {share}");
+                    }
+                }
+            }
+        }
+        // Bad input names the share, the row or the score.
+        for share in [-0.1, 1.5, f64::NAN, f64::INFINITY] {
+            let e = feedback_mean_with(&rows, &graded, share).unwrap_err().to_string();
+            assert!(
+                e.starts_with("invalid feedback_neighbours: ") && e.ends_with("is outside [0, 1]"),
+                "{e}"
+            );
+        }
+        let e = feedback_mean_with(&rows, &[(n, 0.9)], 0.3)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("index {n} outside the pool of {n}")), "{e}");
+        let e = feedback_mean_with(&rows, &[(2, 1.5)], 0.3)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("score of row 2: 1.5 is outside [0, 1]"), "{e}");
     }
 }
 
@@ -192,10 +312,10 @@ fn a_new_prior_under_a_gp_is_the_gp_built_on_it() {
 
 /// What BoundaryMORPH with the feedback prior must do, from scratch: the dense posterior
 /// over the score prior; after every `FEEDBACK_EVERY` calls while the budget lasts, the
-/// prior re-shaped from every score so far and the dense posterior over it (the residuals
+/// prior re-shaped from every score so far (with the neighbour share `share`, from scratch) and the dense posterior over it (the residuals
 /// of every call against the new prior); the final order by value, ties to the lower
 /// index.
-fn feedback_replay(p: &P, scores: &[f64], budget: usize, cap: usize) -> (Vec<usize>, Vec<usize>) {
+fn feedback_replay(p: &P, scores: &[f64], budget: usize, cap: usize, share: f64) -> (Vec<usize>, Vec<usize>) {
     let k = p.rows();
     let n = scores.len();
     let mut mu0 = prior_mean(Prior::Score, &k);
@@ -218,7 +338,7 @@ fn feedback_replay(p: &P, scores: &[f64], budget: usize, cap: usize) -> (Vec<usi
         calls.push(j);
         y[j] = Some(scores[j]);
         if calls.len() % FEEDBACK_EVERY == 0 && calls.len() < budget {
-            mu0 = feedback_mean(&k, &observed(&calls)).unwrap();
+            mu0 = feedback_mean_with(&k, &observed(&calls), share).unwrap();
         }
     }
     let (m, _) = posterior(&mu0, &calls, &y);
@@ -245,10 +365,30 @@ fn boundary_morph_with_the_feedback_prior_follows_a_dense_replay() {
             rerank(cfg, &p, &mut Precomputed::new(scores.clone(), budget).unwrap()).unwrap()
         };
         let got = run(&cfg);
-        let (calls, top) = feedback_replay(&p, &scores, budget, cap);
+        let (calls, top) = feedback_replay(&p, &scores, budget, cap, 0.0);
         let at = format!("n={n} B={budget} k={cap}");
         assert_eq!(got.scored, calls, "{at}");
         assert_eq!(got.selected, top, "{at}");
+        // With a neighbour share: the run keeps the largest cosines as relevant rows
+        // arrive; the replay computes them from scratch at every re-shaping.
+        for share in [0.3, 1.0] {
+            let mut with = cfg.clone();
+            with.feedback_neighbours = share;
+            let got_with = run(&with);
+            let (calls, top) = feedback_replay(&p, &scores, budget, cap, share);
+            assert_eq!(got_with.scored, calls, "{at} share {share}");
+            assert_eq!(got_with.selected, top, "{at} share {share}");
+            if budget > 20 {
+                assert!(
+                    calls[..20].iter().any(|&j| scores[j] >= FEEDBACK_RELEVANT),
+                    "{at}: relevant rows before the second re-shaping"
+                );
+                assert_ne!(
+                    got_with.scored, got.scored,
+                    "{at} share {share}: the share changes the calls"
+                );
+            }
+        }
         // The score prior's run: the same first ten calls, then the feedback's own.
         cfg.prior = Prior::Score;
         let score = run(&cfg);
@@ -262,6 +402,7 @@ fn boundary_morph_with_the_feedback_prior_follows_a_dense_replay() {
             let mut cfg = RerankConfig::new(Method::BoundaryMorph, budget, cap);
             cfg.prior = Prior::Feedback;
             cfg.batch = batch;
+            cfg.feedback_neighbours = 0.3;
             let on = |threads: usize| {
                 let tp = rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
@@ -323,4 +464,88 @@ fn the_feedback_prior_is_named_and_refused_where_it_does_not_apply() {
         e.starts_with("invalid hyperparameters: ") && e.contains("feedback prior changes during the run"),
         "{e}"
     );
+    // The neighbour share: with the feedback prior, in [0, 1], by the options and by the
+    // reranker.
+    let share = |prior: Option<&'static str>, method: &'static str, s: f64| {
+        RerankOptions {
+            prior,
+            feedback_neighbours: Some(s),
+            ..RerankOptions::new(method, 30, 5)
+        }
+        .config()
+    };
+    assert_eq!(
+        share(Some("feedback"), "boundary-morph", 0.3)
+            .unwrap()
+            .feedback_neighbours,
+        0.3
+    );
+    for (prior, method, s, want) in [
+        (
+            Some("score"),
+            "boundary-morph",
+            0.3,
+            "invalid feedback_neighbours: applies to the feedback prior",
+        ),
+        (
+            None,
+            "boundary-morph",
+            0.3,
+            "invalid feedback_neighbours: applies to the feedback prior",
+        ),
+        (
+            None,
+            "bagel",
+            0.3,
+            "invalid feedback_neighbours: does not apply to bagel",
+        ),
+        (
+            Some("feedback"),
+            "boundary-morph",
+            1.5,
+            "invalid feedback_neighbours: 1.5 is outside [0, 1]",
+        ),
+        (
+            Some("feedback"),
+            "boundary-morph",
+            -0.2,
+            "invalid feedback_neighbours: -0.2 is outside [0, 1]",
+        ),
+        (
+            Some("feedback"),
+            "boundary-morph",
+            f64::NAN,
+            "invalid feedback_neighbours: NaN is outside [0, 1]",
+        ),
+    ] {
+        assert_eq!(share(prior, method, s).unwrap_err().to_string(), want);
+    }
+    for (prior, method, s, want) in [
+        (
+            Prior::Score,
+            Method::BoundaryMorph,
+            0.3,
+            "applies to boundary-morph with the feedback prior",
+        ),
+        (
+            Prior::Zero,
+            Method::Bagel,
+            0.3,
+            "applies to boundary-morph with the feedback prior",
+        ),
+        (
+            Prior::Feedback,
+            Method::BoundaryMorph,
+            1.01,
+            "1.01 is outside [0, 1]",
+        ),
+    ] {
+        let cfg = RerankConfig {
+            prior,
+            feedback_neighbours: s,
+            ..RerankConfig::new(method, 30, 5)
+        };
+        let e = Reranker::new(&Engine::cpu(), cfg).unwrap_err().to_string();
+        assert_eq!(e, format!("invalid feedback_neighbours: {want}"));
+    }
 }

@@ -330,6 +330,36 @@ fn rerank_mask_and_cost_answer_as_the_library() {
     );
     assert_eq!(st, 422, "{v}");
     assert!(v["error"].to_string().contains("hyperparameters"), "{v}");
+    // The feedback prior's neighbour share, as the library runs it; out of range, named.
+    let want = library(RerankOptions {
+        prior: Some("feedback"),
+        feedback_neighbours: Some(0.3),
+        ..RerankOptions::new("boundary-morph", 17, 5)
+    });
+    let (st, v) = post(
+        &s,
+        "/v1/rerank",
+        json!({"embeddings": rows, "query": q, "budget": 17, "capacity": 5, "oracle_scores": scores,
+               "prior": "feedback", "feedback_neighbours": 0.3}),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        (&v["scored"], &v["selected"]),
+        (&json!(want.scored), &json!(want.selected))
+    );
+    let (st, v) = post(
+        &s,
+        "/v1/rerank",
+        json!({"embeddings": rows, "query": q, "budget": 17, "capacity": 5, "oracle_scores": scores,
+               "prior": "feedback", "feedback_neighbours": 2}),
+    );
+    assert_eq!(st, 422, "{v}");
+    assert!(
+        v["error"]
+            .to_string()
+            .contains("feedback_neighbours: 2 is outside [0, 1]"),
+        "{v}"
+    );
     // method auto: the library's run (BoundaryMORPH with the switch), with the rule among
     // the notes; an option it sets is refused by name.
     let want = library(RerankOptions::new("auto", 17, 5));
@@ -449,8 +479,9 @@ fn rerank_mask_and_cost_answer_as_the_library() {
     let m = m.as_str().unwrap().to_string();
     assert_eq!(st, 200);
     assert!(
-        // The paper's, the evidence's, the refused bagel, auto and the refused auto.
-        m.contains("ctxprune_requests_total{method=\"POST\",route=\"/v1/rerank\"} 5"),
+        // The paper's, the evidence's, the refused bagel, the neighbour share, the refused
+        // share, auto and the refused auto.
+        m.contains("ctxprune_requests_total{method=\"POST\",route=\"/v1/rerank\"} 7"),
         "{m}"
     );
     assert!(

@@ -369,8 +369,9 @@ class Reranker:
     """A budgeted top-k configuration checked once: at most `budget` oracle calls to
     return the best `capacity` rows. `method`: "boundary-morph" (a Gaussian process over
     the pool with the boundary rule), "bagel", "single-stage", "rgs" (App. C.2),
-    "rgs-simple", or "auto" (boundary-morph with the feedback prior and the kernel's
-    concentration doubled; if its first 10 scores and the MIPS top (up to 15) are all
+    "rgs-simple", or "auto" (boundary-morph with the feedback prior, 0.3 of it from the
+    relevant documents' neighbourhoods, and the kernel's concentration doubled; if its
+    first 10 scores and the MIPS top (up to 15) are all
     below 0.5, the zero prior and hyperparameters by the evidence from there on);
     `kernel`: "vmf"
     (default, concentration by the median heuristic unless `kappa`), "cosine", "rbf",
@@ -386,7 +387,9 @@ class Reranker:
     the default, or "evidence": the GP's kernel bandwidth, signal and noise variances and
     the prior's scale and offset fitted by type-II maximum likelihood of the scores seen,
     after 10 calls and whenever the calls have doubled, up to 160; boundary-morph with the
-    mips or zero prior)."""
+    mips or zero prior); `feedback_neighbours` (with the feedback prior: the share of the
+    prior taken from the neighbourhoods of the documents scored at least 0.5, in [0, 1],
+    by default 0)."""
 
     def __init__(
         self,
@@ -407,6 +410,7 @@ class Reranker:
         prior_probes: Optional[int] = None,
         row_precision: Optional[str] = None,
         hyperparameters: Optional[str] = None,
+        feedback_neighbours: Optional[float] = None,
         engine: Optional[Engine] = None,
     ):
         self.engine = _engine(engine)
@@ -416,13 +420,13 @@ class Reranker:
             seed_div=seed_div, frac=frac, batch=_count(batch, "batch"),
             token_capacity=_count(token_capacity, "token_capacity"),
             prior_probes=_count(prior_probes, "prior_probes"), row_precision=row_precision,
-            hyperparameters=hyperparameters,
+            hyperparameters=hyperparameters, feedback_neighbours=feedback_neighbours,
         )
         self._args = dict(
             budget=budget, capacity=capacity, method=method, kernel=kernel, kappa=kappa, prior=prior,
             acquisition=acquisition, beta0=beta0, graph_degree=graph_degree, seed_div=seed_div, frac=frac,
             batch=batch, token_capacity=token_capacity, prior_probes=prior_probes, row_precision=row_precision,
-            hyperparameters=hyperparameters,
+            hyperparameters=hyperparameters, feedback_neighbours=feedback_neighbours,
         )
 
     def __reduce__(self):

@@ -80,7 +80,7 @@ impl Reranker {
     #[pyo3(signature = (engine, budget, capacity, method = "boundary-morph", *, kernel = None, kappa = None,
         prior = None, acquisition = None, beta0 = None, graph_degree = None, seed_div = None, frac = None,
         batch = None, token_capacity = None, prior_probes = None, row_precision = None,
-        hyperparameters = None))]
+        hyperparameters = None, feedback_neighbours = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -101,6 +101,7 @@ impl Reranker {
         prior_probes: Option<usize>,
         row_precision: Option<&str>,
         hyperparameters: Option<&str>,
+        feedback_neighbours: Option<f64>,
     ) -> PyResult<Self> {
         let opts = RerankOptions {
             kernel,
@@ -116,6 +117,7 @@ impl Reranker {
             prior_probes,
             row_precision,
             hyperparameters,
+            feedback_neighbours,
             ..RerankOptions::new(method, budget, capacity)
         };
         let cfg = opts.config().py(py)?;

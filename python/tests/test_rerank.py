@@ -26,6 +26,8 @@ def scores_for(X, q):
     ("boundary-morph", ["--batch", "4"]), ("bagel", ["--batch", "3"]),
     ("boundary-morph", ["--prior", "adaptive"]), ("boundary-morph", ["--prior", "score"]),
     ("boundary-morph", ["--prior", "feedback", "--batch", "3"]),
+    ("boundary-morph", ["--prior", "feedback", "--feedback-neighbours", "0.3"]),
+    ("boundary-morph", ["--prior", "feedback", "--feedback-neighbours", "1", "--batch", "4"]),
     ("boundary-morph", ["--prior", "score", "--hyperparameters", "evidence", "--batch", "3"]),
     ("rgs", ["--seed-div", "3", "--frac", "0.5", "--graph-degree", "6"]), ("rgs-simple", []),
     ("boundary-morph", ["--row-precision", "bf16"]), ("bagel", ["--row-precision", "f16"]),
@@ -52,7 +54,7 @@ def test_equals_the_rust_api(tmp_path, rng, method, extra):
     it = iter(extra)
     for flag, value in zip(it, it):
         key = flag[2:].replace("-", "_")
-        opts[key] = (float(value) if key in ("beta0", "seed_div", "frac")
+        opts[key] = (float(value) if key in ("beta0", "seed_div", "frac", "feedback_neighbours")
                      else int(value) if key in ("batch", "graph_degree") else value)
     got = ctxprune.rerank(X, q, oracle, 31, 7, method, engine=CPU, **opts)
     assert got.indices.tolist() == want["selected"]
@@ -134,6 +136,14 @@ def test_options_that_do_not_apply_are_errors(rng):
         ctxprune.Reranker(8, 3, hyperparameters="ml")
     with pytest.raises(ctxprune.InvalidInputError, match="use it with the mips, zero or score prior"):
         ctxprune.Reranker(8, 3, prior="adaptive", hyperparameters="evidence")
+    with pytest.raises(ctxprune.InvalidInputError, match="feedback_neighbours: applies to the feedback prior"):
+        ctxprune.Reranker(8, 3, prior="score", feedback_neighbours=0.3)
+    with pytest.raises(ctxprune.InvalidInputError, match=r"feedback_neighbours: 1\.5 is outside \[0, 1\]"):
+        ctxprune.Reranker(8, 3, prior="feedback", feedback_neighbours=1.5)
+    with pytest.raises(ctxprune.InvalidInputError, match="feedback_neighbours: NaN is outside"):
+        ctxprune.Reranker(8, 3, prior="feedback", feedback_neighbours=float("nan"))
+    with pytest.raises(ctxprune.InvalidInputError, match="feedback_neighbours: does not apply to auto, which chooses it"):
+        ctxprune.Reranker(8, 3, "auto", feedback_neighbours=0.3)
 
 
 def test_an_unreachable_url_oracle_is_an_oracle_error(rng):

@@ -1,6 +1,7 @@
 //! `method = "auto"`: BoundaryMORPH with the feedback prior ([`super::Prior::Feedback`]:
-//! the score prior, re-shaped every 10 calls from the query moved by the scores) and the
-//! kernel's concentration doubled ([`AUTO_CONCENTRATION`]), which lead BoundaryMORPH's
+//! the score prior, re-shaped every 10 calls from the query moved by the scores, with
+//! [`AUTO_NEIGHBOURS`] of it from the neighbourhoods of the documents scored relevant) and
+//! the kernel's concentration doubled ([`AUTO_CONCENTRATION`]), which lead BoundaryMORPH's
 //! defaults on real text, with one switch for the case a MIPS prior fails, measured on
 //! `ctxprune eval`'s problems and on the real-text problem set (docs/rerank.md, "The
 //! method chosen for you"):
@@ -20,8 +21,8 @@
 //!
 //! The caller may still set what does not change the choice: `batch`, `token_capacity`,
 //! `row_precision` and the kernel family. Everything the rule sets (`prior`,
-//! `acquisition`, `beta0`, `hyperparameters`, `kappa`, `prior_probes`) and RGS's options are
-//! errors that name the option.
+//! `acquisition`, `beta0`, `hyperparameters`, `kappa`, `prior_probes`,
+//! `feedback_neighbours`) and RGS's options are errors that name the option.
 
 use super::options::RerankOptions;
 use super::{KernelChoice, RerankConfig};
@@ -36,6 +37,11 @@ pub const AUTO_LOW_SCORE: f64 = 0.5;
 /// rather than 1/2. Measured with the score prior on the real-text set and both generated
 /// modes (docs/rerank.md).
 pub const AUTO_CONCENTRATION: f32 = 2.0;
+
+/// The feedback prior's share from the relevant documents' neighbourhoods in auto's runs
+/// ([`RerankConfig::feedback_neighbours`]). Measured on the four real-text sets
+/// (docs/rerank.md, "The relevant documents' neighbourhoods").
+pub const AUTO_NEIGHBOURS: f64 = 0.3;
 
 /// The MIPS top that confirms a low start: when the first calls are all low, the first
 /// this many documents in MIPS order are scored (those not scored yet, one at a time,
@@ -62,6 +68,7 @@ pub(crate) fn config(o: &RerankOptions<'_>) -> Result<RerankConfig> {
         ("hyperparameters", o.hyperparameters.is_some()),
         ("kappa", o.kappa.is_some()),
         ("prior_probes", o.prior_probes.is_some()),
+        ("feedback_neighbours", o.feedback_neighbours.is_some()),
         ("graph_degree", o.graph_degree.is_some()),
         ("seed_div", o.seed_div.is_some()),
         ("frac", o.frac.is_some()),
@@ -78,6 +85,7 @@ pub(crate) fn config(o: &RerankOptions<'_>) -> Result<RerankConfig> {
     }
     .config()?;
     cfg.prior = super::Prior::Feedback;
+    cfg.feedback_neighbours = AUTO_NEIGHBOURS;
     // The cosine kernel has no concentration to sharpen.
     let sharpened = cfg.kernel != KernelChoice::Median(KernelKind::Cosine);
     if sharpened {
@@ -90,7 +98,7 @@ pub(crate) fn config(o: &RerankOptions<'_>) -> Result<RerankConfig> {
         String::new()
     };
     cfg.chosen = Some(format!(
-        "auto: boundary-morph with the feedback prior{kernel}; the zero prior and hyperparameters by the evidence if the first {} scores and the MIPS top (up to {AUTO_CONFIRM}) are all below {AUTO_LOW_SCORE}",
+        "auto: boundary-morph with the feedback prior ({AUTO_NEIGHBOURS} of it from the relevant documents' neighbourhoods){kernel}; the zero prior and hyperparameters by the evidence if the first {} scores and the MIPS top (up to {AUTO_CONFIRM}) are all below {AUTO_LOW_SCORE}",
         super::EVIDENCE_FIRST
     ));
     Ok(cfg)

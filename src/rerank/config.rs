@@ -280,6 +280,14 @@ pub struct RerankConfig {
     /// taken by `method = "auto"`: a tenth gained on one real-text set and lost on two
     /// (docs/rerank.md, "Verifying the top-k").
     pub verify: f64,
+    /// The share of the feedback prior ([`Prior::Feedback`]) taken from the relevant
+    /// documents' neighbourhoods at each re-shaping: `(1 - share) r + share n`, `r`
+    /// Rocchio's shape and `n` the score prior's shape of every row's largest cosine with
+    /// a row scored at least [`FEEDBACK_RELEVANT`] ([`super::feedback_mean_with`]). In
+    /// `[0, 1]`; boundary-morph with the feedback prior only; 0 by default (Rocchio's
+    /// alone). `method = "auto"` sets [`super::auto::AUTO_NEIGHBOURS`]. Each relevant
+    /// document costs one pass of the pool's cosines with it, once.
+    pub feedback_neighbours: f64,
     /// What `method = "auto"` chose and why ([`super::auto`]); the run's notes carry it.
     /// `None` for a method named by the caller.
     pub chosen: Option<String>,
@@ -309,6 +317,7 @@ impl RerankConfig {
             hyperparameters: Hyperparameters::Paper,
             switch_below: None,
             verify: 0.0,
+            feedback_neighbours: 0.0,
             chosen: None,
         }
     }

@@ -196,6 +196,8 @@ pub struct Variant {
     switch_below: Option<f64>,
     /// The kernel's concentration ([`RerankConfig::concentration`]).
     concentration: f32,
+    /// The feedback prior's neighbour share ([`RerankConfig::feedback_neighbours`]).
+    neighbours: f64,
 }
 
 /// BAGEL's `beta0` sweep (SPEC §3); the table keeps the best per cell.
@@ -215,6 +217,7 @@ pub fn variants() -> Vec<Variant> {
         hyperparameters: Hyperparameters::Paper,
         switch_below: None,
         concentration: 1.0,
+        neighbours: 0.0,
     };
     let mut out = vec![
         v(
@@ -305,6 +308,7 @@ pub fn variants() -> Vec<Variant> {
     );
     auto.switch_below = Some(super::auto::AUTO_LOW_SCORE);
     auto.concentration = super::auto::AUTO_CONCENTRATION;
+    auto.neighbours = super::auto::AUTO_NEIGHBOURS;
     out.push(auto);
     for (q, name) in [(4, "bm(q=4)"), (8, "bm(q=8)"), (16, "bm(q=16)")] {
         let mut b = v(
@@ -707,6 +711,7 @@ fn run_group(
                     cfg.hyperparameters = v.hyperparameters;
                     cfg.switch_below = v.switch_below;
                     cfg.concentration = v.concentration;
+                    cfg.feedback_neighbours = v.neighbours;
                     cfg.token_capacity = token_capacity;
                     cfg.kernel = KernelChoice::Fixed(prob.kernel);
                     if v.method != Method::SingleStage {

@@ -25,8 +25,9 @@
 //!   scaled, square root) instead of their ranks ([`prior_mean`]);
 //! - a feedback prior ([`Prior::Feedback`]): the score prior re-shaped every
 //!   [`FEEDBACK_EVERY`] calls from the query moved by the scores (Rocchio's relevance
-//!   feedback, [`feedback_mean`]), under a GP that keeps its kernel rows
-//!   ([`gp::Gp::set_prior`]);
+//!   feedback, [`feedback_mean`]), optionally with a share from the neighbourhoods of the
+//!   documents scored relevant ([`feedback_mean_with`]), under a GP that keeps its kernel
+//!   rows ([`gp::Gp::set_prior`]);
 //! - a token capacity: the selected set is the greedy fill of `T` tokens by posterior value
 //!   per token, and the boundary rule compares the set's members with the rest on value per
 //!   token.
@@ -71,7 +72,7 @@ use gp::PoolKernel;
 pub use gp::RowPrecision;
 pub use options::RerankOptions;
 pub use oracle::{Oracle, Precomputed};
-pub use prior::{feedback_mean, prior_mean};
+pub use prior::{feedback_mean, feedback_mean_with, prior_mean};
 pub use reranker::{probe_ranks, rerank, rerank_tokens, Reranked, Reranker};
 
 /// The pool's kernel read on demand (rows of `K(pool, pool)` computed when asked, the

@@ -23,7 +23,7 @@ pub struct RerankOptions<'a> {
     pub kernel: Option<&'a str>,
     /// vMF's concentration, fixed (vmf only).
     pub kappa: Option<f32>,
-    /// `mips` (default), `zero`, `adaptive` or `score` (boundary-morph only).
+    /// `mips` (default), `zero`, `adaptive`, `score` or `feedback` (boundary-morph only).
     pub prior: Option<&'a str>,
     /// `boundary` (default) or `ucb` (boundary-morph only).
     pub acquisition: Option<&'a str>,
@@ -47,6 +47,10 @@ pub struct RerankOptions<'a> {
     /// How the GP's hyperparameters are set: `paper` (default) or `evidence`
     /// (boundary-morph, with the mips, zero or score prior).
     pub hyperparameters: Option<&'a str>,
+    /// The share of the feedback prior from the relevant documents' neighbourhoods, in
+    /// `[0, 1]`, by default 0 (boundary-morph, prior feedback;
+    /// [`RerankConfig::feedback_neighbours`]).
+    pub feedback_neighbours: Option<f64>,
 }
 
 impl<'a> RerankOptions<'a> {
@@ -70,6 +74,7 @@ impl<'a> RerankOptions<'a> {
             prior_probes: None,
             row_precision: None,
             hyperparameters: None,
+            feedback_neighbours: None,
         }
     }
 
@@ -113,6 +118,11 @@ impl<'a> RerankOptions<'a> {
             "hyperparameters",
             &[M::BoundaryMorph],
         )?;
+        only(
+            self.feedback_neighbours.is_some(),
+            "feedback_neighbours",
+            &[M::BoundaryMorph],
+        )?;
         let row_precision: super::RowPrecision = self.row_precision.unwrap_or("f32").parse()?;
         let hyperparameters: Hyperparameters = self.hyperparameters.unwrap_or("paper").parse()?;
         if self.graph_degree == Some(0) {
@@ -147,6 +157,15 @@ impl<'a> RerankOptions<'a> {
         if hyperparameters == Hyperparameters::Evidence {
             prior.check_evidence()?;
         }
+        if let Some(share) = self.feedback_neighbours {
+            if prior != Prior::Feedback {
+                return Err(Error::invalid(
+                    "feedback_neighbours",
+                    "applies to the feedback prior",
+                ));
+            }
+            super::prior::check_share(share)?;
+        }
         if self.kappa.is_some() && kind != KernelKind::Vmf {
             return Err(Error::invalid("kappa", "applies to the vmf kernel"));
         }
@@ -168,6 +187,7 @@ impl<'a> RerankOptions<'a> {
         cfg.token_capacity = self.token_capacity;
         cfg.row_precision = row_precision;
         cfg.hyperparameters = hyperparameters;
+        cfg.feedback_neighbours = self.feedback_neighbours.unwrap_or(0.0);
         cfg.kernel = match (kind, self.kappa) {
             (KernelKind::Vmf, Some(k)) => KernelChoice::Fixed(Kernel::Vmf { kappa: k }),
             _ => KernelChoice::Median(kind),

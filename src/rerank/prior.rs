@@ -64,6 +64,92 @@ pub fn feedback_mean(rows: &PoolKernel<'_>, scored: &[(usize, f64)]) -> Result<V
     })
 }
 
+/// The feedback prior with a share from the relevant documents' neighbourhoods
+/// ([`super::RerankConfig::feedback_neighbours`]): `(1 - share) r + share n`, where `r` is
+/// [`feedback_mean`] and `n` the score prior's shape of every row's largest cosine with a
+/// row scored at least [`FEEDBACK_RELEVANT`] (unit rows). Rocchio's centroid of several
+/// relevant documents lies between them, and a relevant document far from the query and
+/// from the others lifts the prior only a little; `n` lifts every neighbourhood that holds
+/// one. With no relevant row yet, or `share` 0, [`feedback_mean`] itself. `share` outside
+/// `[0, 1]`, a score outside `[0, 1]` or an index outside the pool is an error naming it.
+pub fn feedback_mean_with(rows: &PoolKernel<'_>, scored: &[(usize, f64)], share: f64) -> Result<Vec<f64>> {
+    use super::gp::KernelRows;
+    check_share(share)?;
+    let rocchio = feedback_mean(rows, scored)?;
+    if share == 0.0 {
+        return Ok(rocchio);
+    }
+    let mut near = Neighbours::new(rows.len());
+    near.add(rows, scored)?;
+    Ok(near.mix(rocchio, share))
+}
+
+/// A neighbour share outside `[0, 1]`: an error naming it.
+pub(crate) fn check_share(share: f64) -> Result<()> {
+    if (0.0..=1.0).contains(&share) {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "feedback_neighbours",
+            format!("{share} is outside [0, 1]"),
+        ))
+    }
+}
+
+/// Every pool row's largest cosine with a row scored at least [`FEEDBACK_RELEVANT`],
+/// kept as the scores arrive: one pass over the pool for each relevant row, once (a run's
+/// re-shapings add only the rows scored since the last). The largest of the same values
+/// in any order: the same bits as from scratch.
+pub(crate) struct Neighbours {
+    nearest: Vec<f64>,
+    counted: Vec<bool>,
+    any: bool,
+}
+
+impl Neighbours {
+    /// No relevant row yet, over a pool of `n`.
+    pub(crate) fn new(n: usize) -> Self {
+        Neighbours {
+            nearest: vec![f64::NEG_INFINITY; n],
+            counted: vec![false; n],
+            any: false,
+        }
+    }
+
+    /// Counts the rows of `scored` at or above [`FEEDBACK_RELEVANT`] not counted yet (the
+    /// scores checked by [`feedback_mean`]). An index outside the pool is an error naming
+    /// it.
+    pub(crate) fn add(&mut self, rows: &PoolKernel<'_>, scored: &[(usize, f64)]) -> Result<()> {
+        for &(j, y) in scored {
+            if y < FEEDBACK_RELEVANT || self.counted.get(j).copied().unwrap_or(false) {
+                continue;
+            }
+            if let Some(cos) = rows.cosines_with(0.0, &[(j, 1.0)])? {
+                self.nearest
+                    .iter_mut()
+                    .zip(&cos)
+                    .for_each(|(a, &c)| *a = a.max(c));
+                self.any = true;
+            }
+            self.counted[j] = true;
+        }
+        Ok(())
+    }
+
+    /// `(1 - share) rocchio + share n` (`n` the score prior's shape of the largest
+    /// cosines); `rocchio` itself before any relevant row or with `share` 0.
+    pub(crate) fn mix(&self, rocchio: Vec<f64>, share: f64) -> Vec<f64> {
+        if !self.any || share == 0.0 {
+            return rocchio;
+        }
+        rocchio
+            .iter()
+            .zip(score_shape(&self.nearest))
+            .map(|(&r, n)| (1.0 - share) * r + share * n)
+            .collect()
+    }
+}
+
 /// The MIPS percentile `(N-1-pos)/(N-1)` (1 for a pool of one).
 fn percentile(n: usize) -> Vec<f64> {
     if n == 1 {

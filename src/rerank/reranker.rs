@@ -245,6 +245,15 @@ impl Reranker {
                 ));
             }
         }
+        if cfg.feedback_neighbours != 0.0 {
+            if !(cfg.method == Method::BoundaryMorph && cfg.prior == Prior::Feedback) {
+                return Err(Error::invalid(
+                    "feedback_neighbours",
+                    "applies to boundary-morph with the feedback prior",
+                ));
+            }
+            super::prior::check_share(cfg.feedback_neighbours)?;
+        }
         if cfg.row_precision != RowPrecision::F32 && cfg.method == Method::SingleStage {
             return Err(Error::invalid(
                 "row_precision",
@@ -407,6 +416,8 @@ impl Reranker {
                 let mut switch = cfg.switch_below;
                 // The feedback prior's next re-shaping (off once a switch drops the prior).
                 let mut feedback = (prior == Prior::Feedback).then_some(FEEDBACK_EVERY);
+                let mut near: Near = (cfg.feedback_neighbours > 0.0)
+                    .then(|| (super::prior::Neighbours::new(n), cfg.feedback_neighbours));
                 // The last calls verify the set the run would return (`verify`).
                 let verify = (cfg.verify * budget as f64).floor() as usize;
                 // One epoch per set of hyperparameters: the GP is rebuilt when a fit
@@ -551,7 +562,7 @@ impl Reranker {
                         let calls = run.scored.len();
                         if feedback.is_some_and(|due| calls >= due && calls < budget) {
                             feedback = Some(calls + FEEDBACK_EVERY);
-                            mu0 = reshape(&mut search.gp, rows, &run)?;
+                            mu0 = reshape(&mut search.gp, rows, &run, &mut near)?;
                         }
                         if by_evidence
                             && calls >= epoch.next_fit
@@ -655,11 +666,20 @@ impl Reranker {
 /// Re-shapes the feedback prior ([`Prior::Feedback`]) from Rocchio's moved query over
 /// every score so far (the MIPS top's confirming calls included) and puts it under `gp`,
 /// which keeps its kernel rows and observations; returns the new prior.
-fn reshape(gp: &mut Gp<'_>, rows: &PoolKernel<'_>, run: &Run<'_>) -> Result<Vec<f64>> {
-    let mu0 = super::feedback_mean(rows, &run.observed())?;
+fn reshape(gp: &mut Gp<'_>, rows: &PoolKernel<'_>, run: &Run<'_>, near: &mut Near) -> Result<Vec<f64>> {
+    let scored = run.observed();
+    let mut mu0 = super::feedback_mean(rows, &scored)?;
+    if let Some((neighbours, share)) = near {
+        neighbours.add(rows, &scored)?;
+        mu0 = neighbours.mix(mu0, *share);
+    }
     gp.set_prior(mu0.clone())?;
     Ok(mu0)
 }
+
+/// The feedback prior's neighbour share ([`RerankConfig::feedback_neighbours`]) with the
+/// relevant rows counted so far; `None` at a share of 0.
+type Near = Option<(super::prior::Neighbours, f64)>;
 
 /// The GP's hyperparameters between two fits of the evidence.
 #[derive(Clone, Copy)]

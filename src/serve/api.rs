@@ -316,6 +316,7 @@ pub fn rerank(s: &Shared, body: &[u8], cancel: &Cancel) -> Result<Value, ApiErro
         prior_probes: f.count("prior_probes")?,
         row_precision: row_precision.as_deref(),
         hyperparameters: hyperparameters.as_deref(),
+        feedback_neighbours: f.num("feedback_neighbours")?,
         ..RerankOptions::new(&method, budget, capacity)
     };
     let cfg = opts.config()?;

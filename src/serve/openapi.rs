@@ -100,7 +100,7 @@ pub fn document() -> Value {
             "beta0": num(), "graph_degree": count(), "seed_div": num(), "frac": num(),
             "batch": count(), "token_capacity": count(), "tokens": nums(), "prior_probes": count(),
             "row_precision": enumerated(&["f32", "bf16", "f16"]),
-            "hyperparameters": enumerated(&["paper", "evidence"]),
+            "hyperparameters": enumerated(&["paper", "evidence"]), "feedback_neighbours": num(),
             "oracle_scores": nums(), "oracle_url": string(), "oracle_api": enumerated(&["tei", "cohere"]),
             "oracle_timeout": num(), "texts": strings(), "query_text": string(), "model": string(),
             "tokenizer": tokenizer(),

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct RerankArgs {
     /// boundary-morph, bagel, single-stage, rgs (App. C.2), rgs-simple, or auto
-    /// (boundary-morph with the feedback prior and the kernel's concentration doubled; if its
+    /// (boundary-morph with the feedback prior, 0.3 of it from the relevant documents'
+    /// neighbourhoods, and the kernel's concentration doubled; if its
     /// first 10 scores and the MIPS top (up to 15) are all below 0.5, the zero prior and
     /// hyperparameters by the evidence from there on).
     #[arg(long)]
@@ -113,6 +114,11 @@ pub struct RerankArgs {
     /// score).
     #[arg(long)]
     pub hyperparameters: Option<String>,
+    /// With --prior feedback: the share of the prior taken from the neighbourhoods of the
+    /// documents scored at least 0.5 (the shape of every document's largest cosine with
+    /// one of them), in [0, 1]. By default 0; auto uses 0.3.
+    #[arg(long, allow_hyphen_values = true)]
+    pub feedback_neighbours: Option<f64>,
     /// auto, cpu or cuda (the CTXPRUNE_BACKEND variable, cpu, cuda or auto, overrides auto).
     #[arg(long, default_value = "auto")]
     pub backend: String,
@@ -150,6 +156,7 @@ pub fn run(a: RerankArgs) -> Result<()> {
         prior_probes: a.prior_probes,
         row_precision: a.row_precision.as_deref(),
         hyperparameters: a.hyperparameters.as_deref(),
+        feedback_neighbours: a.feedback_neighbours,
         ..RerankOptions::new(&a.method, a.budget, a.capacity)
     };
     let names = [
@@ -169,6 +176,7 @@ pub fn run(a: RerankArgs) -> Result<()> {
         "prior-probes",
         "row-precision",
         "hyperparameters",
+        "feedback-neighbours",
     ];
     let cfg = super::cost::flags(opts.config(), &names)?;
     let method = cfg.method;
