@@ -162,6 +162,7 @@ class Reranker:
         prior_probes: Optional[int] = None,
         row_precision: Optional[str] = None,
         hyperparameters: Optional[str] = None,
+        feedback_neighbours: Optional[float] = None,
     ) -> Self: ...
     def rerank(
         self,
