@@ -547,4 +547,22 @@ fn the_cli_runs_auto_and_names_a_refused_flag() {
         err.contains("--prior") && err.contains("does not apply to auto"),
         "{err}"
     );
+    // The neighbour share's flag, named in its errors.
+    let (code, out, err) = go(args("auto", &["--feedback-neighbours", "0.3"]));
+    assert_ne!(code, 0);
+    assert!(out.is_empty() && err.lines().count() == 1, "{err}");
+    assert!(
+        err.contains("invalid --feedback-neighbours: does not apply to auto"),
+        "{err}"
+    );
+    let (code, out, err) = go(args(
+        "boundary-morph",
+        &["--prior", "feedback", "--feedback-neighbours", "1.5"],
+    ));
+    assert_ne!(code, 0);
+    assert!(out.is_empty() && err.lines().count() == 1, "{err}");
+    assert!(
+        err.contains("invalid --feedback-neighbours: 1.5 is outside [0, 1]"),
+        "{err}"
+    );
 }

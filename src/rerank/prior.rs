@@ -98,8 +98,8 @@ pub(crate) fn check_share(share: f64) -> Result<()> {
 
 /// Every pool row's largest cosine with a row scored at least [`FEEDBACK_RELEVANT`],
 /// kept as the scores arrive: one pass over the pool for each relevant row, once (a run's
-/// re-shapings add only the rows scored since the last). The largest of the same values
-/// in any order: the same bits as from scratch.
+/// re-shapings add only the rows scored since the last). The scores only grow at their
+/// end, so the rows are taken in the same order as from scratch: the same bits.
 pub(crate) struct Neighbours {
     nearest: Vec<f64>,
     counted: Vec<bool>,
